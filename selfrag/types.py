@@ -1,0 +1,103 @@
+"""Typed data passed between the knowledge base, web search, the program and its callers."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Passage(BaseModel):
+    """One retrieved unit of text (a knowledge-base chunk or a web result)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    text: str
+    score: float = 0.0
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def source(self) -> str:
+        return str(self.metadata.get("url") or self.metadata.get("source") or "")
+
+    @property
+    def title(self) -> str:
+        return str(self.metadata.get("title") or "")
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Anything that turns a query into ranked passages (dense, BM25, hybrid, web, a fake)."""
+
+    def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]: ...
+
+
+class WebSearchError(RuntimeError):
+    """A web search that failed (no key, auth, rate limit after retries, timeout, empty)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+
+
+@runtime_checkable
+class WebSearch(Protocol):
+    """Web search returning the same typed passages as the retriever; metadata carries url and title.
+
+    Implementations raise :class:`WebSearchError` on failure; the program records it and carries on.
+    """
+
+    def search(self, query: str, max_results: int = 5) -> list[Passage]: ...
+
+
+class Citation(BaseModel):
+    id: str
+    source: str = ""
+    title: str = ""
+    snippet: str = ""
+
+
+class TraceStep(BaseModel):
+    """One decision of the program: what it looked at, what it decided, what it cost."""
+
+    step: str
+    inputs: dict[str, str] = Field(default_factory=dict)
+    output: Any = None
+    ok: bool = True
+    error: str | None = None
+    seconds: float = 0.0
+    lm_calls: int = 0
+
+
+class Usage(BaseModel):
+    lm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, other: "Usage") -> "Usage":
+        return Usage(
+            lm_calls=self.lm_calls + other.lm_calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+SupportLevel = Literal["fully", "partially", "no"]
+
+
+class SelfRAGResult(BaseModel):
+    """What a question produced: the answer, its evidence, the path taken and its cost."""
+
+    question: str
+    answer: str
+    citations: list[Citation] = Field(default_factory=list)
+    retrieved: bool = False
+    abstained: bool = False
+    used_web: bool = False
+    supported: SupportLevel | None = None
+    usefulness: int | None = None
+    score: float | None = None
+    trace: list[TraceStep] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    seconds: float = 0.0

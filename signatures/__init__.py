@@ -1,0 +1,18 @@
+"""Typed DSPy signatures: declarations only. Each docstring is the instruction an optimizer rewrites."""
+
+from signatures.answer import AnswerDirectly, GenerateAnswer
+from signatures.relevance import GradeRelevance
+from signatures.retrieve import RetrieveDecision
+from signatures.rewrite import RewriteQuery
+from signatures.support import JudgeSupport
+from signatures.usefulness import JudgeUsefulness
+
+__all__ = [
+    "AnswerDirectly",
+    "GenerateAnswer",
+    "GradeRelevance",
+    "JudgeSupport",
+    "JudgeUsefulness",
+    "RetrieveDecision",
+    "RewriteQuery",
+]
