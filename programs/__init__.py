@@ -3,3 +3,7 @@
 from programs.selfrag import ABSTAIN_ANSWER, SelfRAG
 
 __all__ = ["ABSTAIN_ANSWER", "SelfRAG"]
+
+from programs.artifacts import ArtifactError, load_compiled  # noqa: E402
+
+__all__ += ["ArtifactError", "load_compiled"]

@@ -21,9 +21,10 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DE
 
 
 def _register() -> None:
-    from selfrag.cli import kb
+    from selfrag.cli import ask, kb
 
     kb.register(app)
+    ask.register(app)
 
 
 _register()
