@@ -21,10 +21,11 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DE
 
 
 def _register() -> None:
-    from selfrag.cli import ask, kb
+    from selfrag.cli import ask, kb, model
 
     kb.register(app)
     ask.register(app)
+    model.register(app)
 
 
 _register()

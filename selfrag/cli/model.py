@@ -1,0 +1,37 @@
+"""``selfrag model prepare``: locate, verify and assemble the in-process model files ahead of time."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from selfrag.cli.common import ConfigOption, console, fail, settings_from
+
+model_app = typer.Typer(no_args_is_help=True, help="The in-process (llama.cpp) model files.")
+
+
+@model_app.command("prepare")
+def prepare(
+    profile: str = typer.Option("local", "--profile", help="local | tiny"),
+    config: Optional[Path] = ConfigOption,
+) -> None:
+    """Assemble and hash-check the GGUF for PROFILE once (later runs reuse the cached file)."""
+    if profile not in ("local", "tiny"):
+        fail(f"--profile must be 'local' or 'tiny', got {profile!r}", 2)
+    settings = settings_from(config, {})
+    from selfrag.lm.model_files import ModelFileError, gguf_path
+
+    start = time.perf_counter()
+    try:
+        path = gguf_path(profile, None, settings.lm.model_cache)
+    except ModelFileError as exc:
+        fail(str(exc))
+    size = path.stat().st_size / 2**20
+    console.print(f"{profile}: {path} ({size:.0f} MiB, ready in {time.perf_counter() - start:.1f} s)")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(model_app, name="model")
