@@ -5,6 +5,7 @@ Kept free of DSPy so each branch can be tested without an LM (the LangGraph-tuto
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 RetrieveMode = Literal["adaptive", "always", "never"]
@@ -46,3 +47,46 @@ def route_after_critique(
     if has_web and web_rounds_done < max_web_rounds:
         return "web"
     return "flag_unsupported"
+
+
+# ---------------------------------------------------------------------- CorrectiveRAG (CRAG)
+CragAction = Literal["correct", "ambiguous", "incorrect"]
+
+# Web failures worth another round with a different query; any other kind (auth, no_key, timeout,
+# rate_limited after the backend's own retries...) would fail the same way again.
+RETRYABLE_WEB_ERRORS = frozenset({"empty", "bad_request"})
+
+
+def crag_action(scores: Sequence[int | None], upper: int, lower: int) -> CragAction:
+    """CRAG's three-way split of the evaluator's passage scores (Yan et al. 2024, §4.3).
+
+    "correct" when at least one passage scores >= ``upper``; "incorrect" when every passage scores
+    < ``lower`` (no passage at all is incorrect too); otherwise "ambiguous". A failed evaluation
+    (None) can never make the set "incorrect": unknown evidence is not evidence of irrelevance, so it
+    lands in "ambiguous", which consults both the knowledge base and the web."""
+    if any(s is not None and s >= upper for s in scores):
+        return "correct"
+    if all(s is not None and s < lower for s in scores):
+        return "incorrect"
+    return "ambiguous"
+
+
+def crag_usable(score: int | None, lower: int) -> bool:
+    """Whether a retrieved passage goes on to knowledge refinement: anything not judged incorrect
+    (a failed evaluation included; the strip filter still has to keep each of its strips)."""
+    return score is None or score >= lower
+
+
+def route_after_web_round(n_kept: int, error_kind: str | None, rounds_left: int) -> Literal["refined", "retry", "give_up"]:
+    """After one web round: stop once refinement kept something; retry with a new keyword query when
+    the failure can depend on the query (nothing found) and a round is left; otherwise give up."""
+    if n_kept > 0:
+        return "refined"
+    if error_kind is not None and error_kind not in RETRYABLE_WEB_ERRORS:
+        return "give_up"
+    return "retry" if rounds_left > 0 else "give_up"
+
+
+def route_after_refinement(n_knowledge: int) -> Literal["generate", "abstain"]:
+    """Answer from the refined knowledge if any strip survived; otherwise abstain honestly."""
+    return "generate" if n_knowledge > 0 else "abstain"

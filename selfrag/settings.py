@@ -32,6 +32,7 @@ class KBSettings(_Section):
     port: int = Field(8000, ge=1, le=65535)
     embedding_model: str = PACKAGED_EMBEDDER
     embed_batch_size: int = Field(64, ge=1)
+    write_batch_size: int = Field(256, ge=1)  # chunks embedded and written to Chroma per batch
     chunker: Literal["recursive", "semantic"] = "recursive"
     chunk_size: int = Field(800, ge=50)
     chunk_overlap: int = Field(100, ge=0)
@@ -50,6 +51,7 @@ class RetrievalSettings(_Section):
     dense_weight: float = Field(1.0, ge=0.0)
     bm25_weight: float = Field(1.0, ge=0.0)
     rrf_k: int = Field(60, ge=1)
+    candidates: int = Field(20, ge=1, le=1000)  # depth of each ranking fused by hybrid RRF
 
 
 class LMSettings(_Section):
@@ -93,6 +95,17 @@ class ProgramSettings(_Section):
     w_use: float = 0.5
     num_threads: int = Field(1, ge=1, le=32)  # parallel LM calls (1 for an in-process model)
     passage_chars: int = Field(1200, ge=100)
+    # CorrectiveRAG (CRAG): the evaluator scores each passage 0-10; some score >= crag_upper means
+    # "correct", every score < crag_lower means "incorrect", anything else "ambiguous".
+    crag_upper: int = Field(7, ge=0, le=10)
+    crag_lower: int = Field(4, ge=0, le=10)
+    max_strips: int = Field(8, ge=1, le=100)  # strip judgements per refinement (KB, each web round)
+
+    @model_validator(mode="after")
+    def _crag_thresholds_ordered(self) -> "ProgramSettings":
+        if self.crag_lower > self.crag_upper:
+            raise ValueError(f"program.crag_lower ({self.crag_lower}) must not exceed program.crag_upper ({self.crag_upper})")
+        return self
 
 
 class WebSettings(_Section):

@@ -1,6 +1,7 @@
 """Typed DSPy signatures: declarations only. Each docstring is the instruction an optimizer rewrites."""
 
 from signatures.answer import AnswerDirectly, GenerateAnswer
+from signatures.crag import EvaluateRetrieval, FilterStrip, RewriteWebQuery
 from signatures.relevance import GradeRelevance
 from signatures.retrieve import RetrieveDecision
 from signatures.rewrite import RewriteQuery
@@ -9,10 +10,13 @@ from signatures.usefulness import JudgeUsefulness
 
 __all__ = [
     "AnswerDirectly",
+    "EvaluateRetrieval",
+    "FilterStrip",
     "GenerateAnswer",
     "GradeRelevance",
     "JudgeSupport",
     "JudgeUsefulness",
     "RetrieveDecision",
     "RewriteQuery",
+    "RewriteWebQuery",
 ]

@@ -22,6 +22,9 @@ ROLES = {
     ("query",): "rewrite_query",
     ("answer", "citations", "answerable"): "generate_answer",
     ("answer",): "answer_directly",
+    ("score",): "evaluate_retrieval",
+    ("keep",): "filter_strip",
+    ("web_query",): "rewrite_web_query",
 }
 
 Reply = dict[str, Any] | str | Callable[[dict[str, str]], "dict[str, Any] | str"]
