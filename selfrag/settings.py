@@ -179,16 +179,20 @@ def resolve(overrides: dict[str, Any] | None = None, config_file: Path | None = 
     return _validated(merged)
 
 
+class _Merged(_Section):
+    """Plain validation of already-merged values (no second read of env or TOML)."""
+
+    kb: KBSettings
+    retrieval: RetrievalSettings
+    lm: LMSettings
+    program: ProgramSettings
+    web: WebSettings
+    program_path: Path | None = None
+
+
 def _validated(data: dict[str, Any]) -> Settings:
-    # Validate without re-reading env/TOML (they are already merged in ``data``).
-    return Settings.model_construct(**{
-        "kb": KBSettings.model_validate(data["kb"]),
-        "retrieval": RetrievalSettings.model_validate(data["retrieval"]),
-        "lm": LMSettings.model_validate(data["lm"]),
-        "program": ProgramSettings.model_validate(data["program"]),
-        "web": WebSettings.model_validate(data["web"]),
-        "program_path": Path(data["program_path"]) if data.get("program_path") else None,
-    })
+    merged = _Merged.model_validate(data)
+    return Settings.model_construct(**{name: getattr(merged, name) for name in _Merged.model_fields})
 
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:

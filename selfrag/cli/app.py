@@ -33,3 +33,5 @@ _register()
 
 def main() -> None:
     app()
+if __name__ == "__main__":
+    main()
