@@ -6,16 +6,14 @@ an optimizer can compile each one, and the LangGraph-style corrective loop (rewr
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import logging
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import dspy
 
+from programs.common import lm_scope, parallel_map, quote_safe
 from programs.routing import route_after_critique, route_after_grading, route_retrieval
 from programs.scoring import Candidate, pick_best
 from programs.tracing import Tracer
@@ -39,11 +37,12 @@ R = TypeVar("R")
 
 
 def format_passages(passages: list[Passage], max_chars: int) -> str:
-    """Numbered, delimited passages: sources are quoted data, kept apart from the instructions."""
+    """Numbered, delimited passages: sources are quoted data, kept apart from the instructions; text that
+    could close the quote or forge a field header is neutralised (:func:`quote_safe`)."""
     blocks = []
     for i, p in enumerate(passages, start=1):
-        title = f" ({p.title})" if p.title else ""
-        text = p.text if len(p.text) <= max_chars else p.text[:max_chars] + "…"
+        title = f" ({quote_safe(p.title)})" if p.title else ""
+        text = quote_safe(p.text if len(p.text) <= max_chars else p.text[:max_chars] + "…")
         blocks.append(f"[{i}]{title} «{text}»")
     return "\n".join(blocks)
 
@@ -90,30 +89,16 @@ class SelfRAG(dspy.Module):
         self.judge_usefulness = dspy.Predict(JudgeUsefulness)
 
     # ------------------------------------------------------------------ plumbing
-    def _scope(self, lm: dspy.BaseLM | None):
-        kwargs: dict[str, Any] = {}
-        if lm is not None:
-            kwargs["lm"] = lm
-        if self.adapter is not None:
-            kwargs["adapter"] = self.adapter
-        return dspy.context(**kwargs) if kwargs else contextlib.nullcontext()
-
     def _critic(self, tracer: Tracer, step: str, predictor, field: str, **inputs):
-        with self._scope(self.critic_lm):
+        with lm_scope(self.critic_lm, self.adapter):
             return tracer.call(step, predictor, field, **inputs)
 
     def _generator(self, tracer: Tracer, step: str, predictor, field: str, config=None, **inputs):
-        with self._scope(self.generator_lm):
+        with lm_scope(self.generator_lm, self.adapter):
             return tracer.call(step, predictor, field, config=config, **inputs)
 
     def _map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-        """Run independent LM calls in parallel (num_threads > 1), keeping input order."""
-        items = list(items)
-        if self.config.num_threads <= 1 or len(items) <= 1:
-            return [fn(item) for item in items]
-        with ThreadPoolExecutor(max_workers=min(self.config.num_threads, len(items))) as pool:
-            futures = [pool.submit(contextvars.copy_context().run, fn, item) for item in items]
-            return [f.result() for f in futures]
+        return parallel_map(fn, items, self.config.num_threads)
 
     # ------------------------------------------------------------------ steps
     def _grade(self, tracer: Tracer, question: str, passages: list[Passage]) -> list[Passage]:

@@ -84,6 +84,7 @@ class LMSettings(_Section):
 class ProgramSettings(_Section):
     """SelfRAG behaviour and its bounds. Every loop in the program is bounded by one of these."""
 
+    strategy: Literal["selfrag", "crag"] = "selfrag"  # Self-RAG reflection, or corrective retrieval (CRAG)
     retrieve_mode: Literal["adaptive", "always", "never"] = "adaptive"
     k: int = Field(3, ge=1, le=20)  # the program retrieves 2k candidates and grades each
     max_candidates: int = Field(3, ge=1, le=20)

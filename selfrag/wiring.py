@@ -17,6 +17,7 @@ from selfrag.settings import Settings
 if TYPE_CHECKING:  # heavy imports stay out of CLI start-up
     import dspy
 
+    from programs.crag import CorrectiveRAG
     from programs.selfrag import SelfRAG
     from selfrag.kb import KnowledgeBase
     from selfrag.types import WebSearch
@@ -87,7 +88,7 @@ class Runtime:
 
     settings: Settings
     kb: KnowledgeBase
-    program: SelfRAG
+    program: SelfRAG | CorrectiveRAG
     ingested_demo: bool = False
 
 
@@ -96,6 +97,7 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
     """Build knowledge base (ingesting the demo corpus when empty), LMs, web search and the program,
     then load the compiled artifact (``settings.program_path``, else the shipped default if present)."""
     from programs.artifacts import load_state_into
+    from programs.crag import CorrectiveRAG
     from programs.selfrag import SelfRAG
 
     quiet_environment()
@@ -105,10 +107,12 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
         ingested = ensure_demo_corpus(kb, progress=progress)
         retriever = kb.retriever()
     generator, critic, adapter = lms if lms is not None else build_lms(settings)
-    program = SelfRAG(retriever, web_search=build_web(settings), config=settings.program,
+    program_cls = CorrectiveRAG if settings.program.strategy == "crag" else SelfRAG
+    program = program_cls(retriever, web_search=build_web(settings), config=settings.program,
                       generator_lm=generator, critic_lm=critic, adapter=adapter)
-    artifact = settings.program_path or (DEFAULT_ARTIFACT if load_default_artifact and DEFAULT_ARTIFACT.is_file()
-                                         else None)
+    default = DEFAULT_ARTIFACT if program_cls is SelfRAG and load_default_artifact and DEFAULT_ARTIFACT.is_file() \
+        else None
+    artifact = settings.program_path or default
     if artifact is not None:
         load_state_into(program, Path(artifact))
     return Runtime(settings=settings, kb=kb, program=program, ingested_demo=ingested)

@@ -20,6 +20,7 @@ def ask(
     program: Optional[Path] = typer.Option(None, "--program", help="Compiled artifact to load (JSON)."),
     profile: Optional[str] = ProfileOption,
     model: Optional[str] = ModelOption,
+    strategy: Optional[str] = typer.Option(None, "--strategy", help="selfrag | crag (corrective retrieval)."),
     mode: Optional[str] = typer.Option(None, "--retrieve", help="Retrieval decision: adaptive | always | never."),
     web: Optional[str] = typer.Option(None, "--web", help="Web fallback: none | tavily | offline."),
     collection: Optional[str] = typer.Option(None, "--collection", help="Knowledge-base collection."),
@@ -31,7 +32,7 @@ def ask(
         fail("the question is empty", 2)
     settings = settings_from(config, {
         "lm": {"profile": profile, "model": model, "threads": threads},
-        "program": {"retrieve_mode": mode},
+        "program": {"retrieve_mode": mode, "strategy": strategy},
         "web": {"backend": web},
         "kb": {"collection": collection},
         "program_path": program,

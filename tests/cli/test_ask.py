@@ -74,3 +74,16 @@ def test_missing_config_file_exits_non_zero(workspace, tmp_path):
 def test_missing_artifact_is_refused(workspace, tmp_path):
     result = runner.invoke(app, ["ask", "q?", "--program", str(tmp_path / "missing.json")])
     assert result.exit_code == 2 and "artifact not found" in result.output
+
+
+def test_crag_strategy_is_selected_by_setting(workspace):
+    workspace.script.update({
+        "evaluate_retrieval": lambda inp: {"score": 9 if "Heron" in inp["passage"] else 1},
+        "filter_strip": lambda inp: {"keep": "range" in inp["strip"]},
+    })
+    result = runner.invoke(app, ["ask", "What is the range of the Heron cargo bike?", "--strategy", "crag", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output[result.output.index("{"):])
+    steps = [s["step"] for s in payload["trace"]]
+    assert "evaluate_retrieval" in steps and "retrieve_decision" not in steps
+    assert payload["answer"] == "About 80 km on the Eco setting."

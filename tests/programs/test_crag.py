@@ -1,0 +1,339 @@
+"""CorrectiveRAG's branches, routing, bounds and trace, with a scripted LM engine (no real model)."""
+
+import dspy
+import pytest
+from pydantic import ValidationError
+
+from programs.crag import CorrectiveRAG, select_strips, split_strips
+from programs.routing import crag_action, crag_usable, route_after_refinement, route_after_web_round
+from programs.selfrag import ABSTAIN_ANSWER
+from selfrag.settings import ProgramSettings
+from selfrag.types import SelfRAGResult, WebSearchError
+from tests.fakes import FakeWeb, ListRetriever, passage, scripted_lm
+
+QUESTION = "When did the Zephyr bridge open?"
+KB = [
+    passage("p1", "The Zephyr bridge opened in 1931. It is painted green. Tours start at the north tower."),
+    passage("p2", "Oda river trout season runs from April to June."),
+    passage("p3", "Glass recycling in Norwich is collected every second Tuesday."),
+]
+WEB_PAGE = passage("w1", "Zephyr Bridge history. The Zephyr bridge was opened to traffic in 1931.",
+                   url="https://example.org/zephyr", origin="web")
+
+
+def score_if(**scores):
+    """Evaluator: the score of the first keyword found in the passage, else 1."""
+    return lambda inp: {"score": next((s for w, s in scores.items() if w in inp["passage"]), 1)}
+
+
+def keep_if(*words):
+    return lambda inp: {"keep": any(w in inp["strip"] for w in words)}
+
+
+def answer_citing(*numbers):
+    return {"answer": "It opened in 1931.", "citations": list(numbers), "answerable": True}
+
+
+BASE = {
+    "evaluate_retrieval": score_if(Zephyr=9),
+    "filter_strip": keep_if("1931"),
+    "rewrite_web_query": {"web_query": "Zephyr bridge opening year"},
+    "generate_answer": answer_citing(1),
+    "judge_support": {"support": "fully"},
+}
+
+
+def run(script, retriever=None, web=None, question=QUESTION, **cfg):
+    cfg.setdefault("k", 3)
+    lm, engine = scripted_lm(script)
+    program = CorrectiveRAG(retriever or ListRetriever(KB), web_search=web, config=ProgramSettings(**cfg),
+                            generator_lm=lm, adapter=dspy.JSONAdapter())
+    pred = program(question=question)
+    return pred, pred.result, engine
+
+
+def steps(result: SelfRAGResult, name: str):
+    return [s for s in result.trace if s.step == name]
+
+
+def routes(result: SelfRAGResult):
+    return [s.output for s in steps(result, "route")]
+
+
+def inputs_of(engine, role):
+    return [inp for r, inp in engine.calls if r == role]
+
+
+# ---------------------------------------------------------------------- routing, no LM
+@pytest.mark.parametrize("scores,expected", [
+    ([9, 1, 1], "correct"),
+    ([7], "correct"),             # >= upper
+    ([6, 5, 4], "ambiguous"),
+    ([3, 3, 6], "ambiguous"),
+    ([3, 0, 2], "incorrect"),     # every score < lower
+    ([4, 0], "ambiguous"),        # 4 is not < lower
+    ([], "incorrect"),            # nothing retrieved
+    ([None, 1], "ambiguous"),     # a failed evaluation is never evidence of irrelevance
+    ([None, 9], "correct"),
+    ([None], "ambiguous"),
+])
+def test_crag_action_thresholds(scores, expected):
+    assert crag_action(scores, upper=7, lower=4) == expected
+
+
+def test_crag_action_follows_the_configured_thresholds():
+    assert crag_action([5], upper=5, lower=5) == "correct"
+    assert crag_action([4], upper=5, lower=5) == "incorrect"
+    assert crag_action([6], upper=9, lower=2) == "ambiguous"
+
+
+def test_usable_passages_and_post_refinement_routes():
+    assert crag_usable(4, 4) and crag_usable(None, 4) and not crag_usable(3, 4)
+    assert route_after_refinement(0) == "abstain" and route_after_refinement(2) == "generate"
+    assert route_after_web_round(1, None, 0) == "refined"
+    assert route_after_web_round(0, None, 1) == "retry"           # pages found, nothing useful kept
+    assert route_after_web_round(0, "empty", 1) == "retry"        # a new query may find something
+    assert route_after_web_round(0, "empty", 0) == "give_up"
+    assert route_after_web_round(0, "rate_limited", 3) == "give_up"  # would fail the same way again
+
+
+def test_thresholds_must_be_ordered():
+    with pytest.raises(ValidationError, match="crag_lower"):
+        ProgramSettings(crag_upper=3, crag_lower=6)
+
+
+def test_strips_split_english_and_chinese_sentences():
+    assert split_strips("It opened in 1931. It is 3.5 km long! Is it old?\nYes") == [
+        "It opened in 1931.", "It is 3.5 km long!", "Is it old?", "Yes"]
+    assert split_strips("泽菲尔大桥于1931年开通。它横跨奥达河！真的吗？他说：“是的。”然后离开了") == [
+        "泽菲尔大桥于1931年开通。", "它横跨奥达河！", "真的吗？", "他说：“是的。”", "然后离开了"]
+
+
+def test_strip_selection_is_round_robin_and_bounded():
+    a = passage("a", "A1. A2. A3.")
+    b = passage("b", "B1. B2.")
+    chosen, left_out = select_strips([a, b], 3)
+    assert [s for _, _, s in chosen] == ["A1.", "A2.", "B1."]  # A1, B1, A2 picked; returned in document order
+    assert left_out == 2
+
+
+# ---------------------------------------------------------------------- branches
+def test_correct_refines_strips_and_answers_from_them():
+    web = FakeWeb([WEB_PAGE])
+    pred, result, engine = run(BASE, web=web)
+    assert routes(result) == ["correct", "generate", "accept"]
+    assert result.answer == "It opened in 1931." and not result.abstained and not result.used_web
+    assert result.supported == "fully"
+    assert web.queries == [] and "rewrite_web_query" not in engine.roles()
+    # only p1 is usable (p2, p3 score 1 < lower): its 3 strips are judged, one is kept
+    assert engine.count("evaluate_retrieval") == 3 and engine.count("filter_strip") == 3
+    evidence = inputs_of(engine, "generate_answer")[0]["passages"]
+    assert "1931" in evidence and "painted green" not in evidence and "trout" not in evidence
+    assert [c.id for c in result.citations] == ["p1"] and pred.cited_doc_ids == ["p1"]
+    assert result.citations[0].snippet == "The Zephyr bridge opened in 1931."
+    assert result.usage.lm_calls == len(engine.calls) == 3 + 3 + 1 + 1
+    assert result.usage.prompt_tokens == 10 * result.usage.lm_calls
+    refine = steps(result, "refine")[0]
+    assert refine.inputs["source"] == "kb" and refine.output["kept"] == 1
+
+
+def test_incorrect_rewrites_to_keywords_searches_the_web_and_cites_the_url():
+    web = FakeWeb([WEB_PAGE])
+    script = dict(BASE, evaluate_retrieval={"score": 1})
+    pred, result, engine = run(script, web=web)
+    assert routes(result) == ["incorrect", "refined", "generate", "accept"]
+    assert web.queries == ["Zephyr bridge opening year"]
+    assert inputs_of(engine, "rewrite_web_query")[0]["question"] == QUESTION
+    # the knowledge base is discarded: only the web page's strips are judged
+    assert all("Zephyr Bridge history" in s["strip"] or "1931" in s["strip"] for s in inputs_of(engine, "filter_strip"))
+    assert engine.count("filter_strip") == 2
+    assert result.used_web and not result.abstained
+    assert [c.source for c in result.citations] == ["https://example.org/zephyr"]
+    assert pred.cited_doc_ids == ["w1"]
+    web_step = steps(result, "web_search")[0]
+    assert web_step.ok and web_step.inputs["query"] == "Zephyr bridge opening year"
+
+
+def test_ambiguous_uses_both_sources_merged():
+    web = FakeWeb([WEB_PAGE])
+    script = dict(BASE, evaluate_retrieval=score_if(Zephyr=5), generate_answer=answer_citing(1, 2))
+    pred, result, engine = run(script, web=web)
+    assert routes(result)[0] == "ambiguous"
+    evidence = inputs_of(engine, "generate_answer")[0]["passages"]
+    assert evidence.index("[1] (p1)") < evidence.index("[2] (w1)")
+    assert [s.inputs["source"] for s in steps(result, "refine")] == ["kb", "web"]
+    assert pred.cited_doc_ids == ["p1", "w1"]
+    assert [c.source for c in result.citations] == ["p1.md", "https://example.org/zephyr"]
+    assert result.used_web
+
+
+def test_incorrect_without_web_abstains_and_records_why():
+    script = dict(BASE, evaluate_retrieval={"score": 0})
+    pred, result, engine = run(script, web=None)
+    assert result.abstained and result.answer == ABSTAIN_ANSWER and pred.cited_doc_ids == []
+    assert routes(result) == ["incorrect", "abstain"]
+    web_step = steps(result, "web_search")[0]
+    assert not web_step.ok and web_step.error.startswith("disabled")
+    assert engine.roles() == ["evaluate_retrieval"] * 3  # no rewrite, no strip, no draft
+    assert steps(result, "abstain")
+
+
+def test_web_failure_is_recorded_then_abstains_when_nothing_else_is_known():
+    web = FakeWeb(error=WebSearchError("rate_limited", "429 after 2 retries"))
+    script = dict(BASE, evaluate_retrieval={"score": 1})
+    _, result, engine = run(script, web=web, max_web_rounds=3)
+    failed = steps(result, "web_search")
+    assert len(failed) == 1 and not failed[0].ok and "rate_limited" in failed[0].error  # not retried
+    assert routes(result) == ["incorrect", "give_up", "abstain"]
+    assert result.abstained and engine.count("rewrite_web_query") == 1
+
+
+def test_web_failure_when_ambiguous_answers_from_the_refined_knowledge_base():
+    web = FakeWeb(error=WebSearchError("timeout", "10s"))
+    script = dict(BASE, evaluate_retrieval=score_if(Zephyr=5))
+    pred, result, _ = run(script, web=web)
+    assert routes(result)[:2] == ["ambiguous", "give_up"]
+    assert not steps(result, "web_search")[0].ok
+    assert not result.abstained and not result.used_web and pred.cited_doc_ids == ["p1"]
+
+
+def test_a_crashing_web_backend_is_recorded_not_fatal():
+    class Broken:
+        def search(self, query, max_results=5):
+            raise KeyError("bug")
+
+    _, result, _ = run(dict(BASE, evaluate_retrieval={"score": 1}), web=Broken())
+    step = steps(result, "web_search")[0]
+    assert not step.ok and "KeyError" in step.error and result.abstained
+
+
+def test_retriever_failure_is_recorded_and_the_web_answers():
+    class Broken:
+        def retrieve(self, query, k=5, filters=None):
+            raise ConnectionError("chroma down")
+
+    _, result, engine = run(BASE, retriever=Broken(), web=FakeWeb([WEB_PAGE]))
+    assert "chroma down" in steps(result, "retrieve")[0].error
+    assert routes(result)[0] == "incorrect" and "evaluate_retrieval" not in engine.roles()
+    assert result.citations[0].source == "https://example.org/zephyr"
+
+
+# ---------------------------------------------------------------------- bounds
+def test_strip_judgements_are_bounded_by_max_strips():
+    long = passage("long", " ".join(f"Zephyr fact number {i} is 1931." for i in range(20)))
+    _, result, engine = run(BASE, retriever=ListRetriever([long]), max_strips=5)
+    assert engine.count("filter_strip") == 5
+    refine = steps(result, "refine")[0]
+    assert refine.output["strips"] == 5 and refine.output["left_out_by_limit"] == 15
+
+
+def test_web_rounds_are_bounded_and_each_retry_uses_a_new_keyword_query():
+    useless = FakeWeb([passage(f"w{i}", f"Zephyr page {i}. Nothing here.", url=f"https://e.org/{i}") for i in range(3)])
+    queries = iter(["zephyr bridge", "zephyr bridge opening 1931", "never used"])
+    script = dict(BASE, evaluate_retrieval={"score": 0}, rewrite_web_query=lambda inp: {"web_query": next(queries)})
+    _, result, engine = run(script, web=useless, max_web_rounds=2, max_strips=4)
+    assert useless.queries == ["zephyr bridge", "zephyr bridge opening 1931"]
+    assert engine.count("rewrite_web_query") == 2
+    rewrites = inputs_of(engine, "rewrite_web_query")
+    assert "zephyr bridge" in rewrites[1]["failed_queries"]
+    assert engine.count("filter_strip") == 2 * 4  # max_strips per web round
+    assert routes(result) == ["incorrect", "retry", "give_up", "abstain"]
+    assert len(steps(result, "web_search")) == 2 and result.abstained
+
+
+def test_an_empty_web_result_is_retried_within_the_budget():
+    web = FakeWeb(error=WebSearchError("empty", "no results"))
+    _, result, engine = run(dict(BASE, evaluate_retrieval={"score": 0}), web=web, max_web_rounds=2)
+    assert len(web.queries) == 2 and engine.count("rewrite_web_query") == 2
+    assert all(not s.ok for s in steps(result, "web_search"))
+
+
+def test_zero_web_rounds_refuses_without_any_lm_call():
+    web = FakeWeb([WEB_PAGE])
+    _, result, engine = run(dict(BASE, evaluate_retrieval={"score": 0}), web=web, max_web_rounds=0)
+    assert web.queries == [] and "rewrite_web_query" not in engine.roles()
+    assert steps(result, "web_search")[0].error.startswith("budget")
+
+
+def test_unsupported_answer_is_regenerated_then_returned_flagged():
+    script = dict(BASE, judge_support={"support": "no"})
+    _, result, engine = run(script, max_regenerations=2)
+    assert engine.count("generate_answer") == 3 and engine.count("judge_support") == 3
+    assert routes(result)[-3:] == ["regenerate", "regenerate", "flag_unsupported"]
+    assert result.supported == "no" and not result.abstained
+
+
+def test_unanswerable_draft_abstains():
+    script = dict(BASE, generate_answer={"answer": "Not stated.", "citations": [], "answerable": False})
+    _, result, _ = run(script, max_regenerations=1)
+    assert result.abstained and result.answer == ABSTAIN_ANSWER and steps(result, "candidate_dropped")
+
+
+def test_lm_calls_never_exceed_the_documented_bound():
+    """Worst case: ambiguous, every strip kept on the KB, useless web pages, answers never supported."""
+    web = FakeWeb([passage(f"w{i}", f"Web page {i}. More text. Even more.", url=f"https://e.org/{i}") for i in range(5)])
+    script = dict(BASE, evaluate_retrieval={"score": 5},
+                  filter_strip=lambda inp: {"keep": inp["strip"].startswith("(p")},  # KB strips only
+                  judge_support={"support": "no"})
+    cfg = dict(k=3, max_strips=4, max_web_rounds=2, max_regenerations=1)
+    _, result, engine = run(script, web=web, **cfg)
+    bound = 3 + 4 * (1 + 2) + 2 + (1 + 1) * 2
+    assert len(engine.calls) <= bound
+    assert result.usage.lm_calls == len(engine.calls)
+    assert engine.count("filter_strip") == 4 * 3  # KB: 4 of 5 strips; 2 web rounds × 4
+
+
+# ---------------------------------------------------------------------- failures and plumbing
+def test_parse_failure_of_the_evaluator_is_recorded_not_fatal():
+    script = dict(BASE, evaluate_retrieval="this is not json at all")
+    _, result, engine = run(script, web=FakeWeb([WEB_PAGE]))
+    failed = [s for s in result.trace if not s.ok]
+    assert len(failed) == 3 and all(s.step == "evaluate_retrieval" and s.error for s in failed)
+    assert routes(result)[0] == "ambiguous"  # unknown scores: consult both sources
+    assert steps(result, "route")[0].inputs["scores"] == "[None, None, None]"
+    assert not result.abstained and result.answer == "It opened in 1931."
+
+
+def test_one_failed_evaluation_does_not_hide_a_correct_passage():
+    script = dict(BASE, evaluate_retrieval=lambda inp: "garbage" if "trout" in inp["passage"]
+                  else {"score": 9 if "Zephyr" in inp["passage"] else 1})
+    _, result, engine = run(script, web=FakeWeb([WEB_PAGE]))
+    assert routes(result)[0] == "correct" and "rewrite_web_query" not in engine.roles()
+    # the unevaluated trout passage is still refined (its strip is dropped by the filter)
+    assert any("trout" in s["strip"] for s in inputs_of(engine, "filter_strip"))
+
+
+def test_parallel_evaluation_gives_the_same_result_and_counts():
+    _, seq, e1 = run(BASE, num_threads=1)
+    _, par, e2 = run(BASE, num_threads=4)
+    assert seq.answer == par.answer and seq.citations == par.citations
+    assert len(e1.calls) == len(e2.calls) == par.usage.lm_calls
+
+
+def test_separate_critic_lm_gets_the_judgements():
+    gen, gen_engine = scripted_lm(BASE)
+    critic, critic_engine = scripted_lm(BASE)
+    program = CorrectiveRAG(ListRetriever(KB), config=ProgramSettings(k=3), generator_lm=gen, critic_lm=critic,
+                            adapter=dspy.JSONAdapter())
+    result = program(question=QUESTION).result
+    assert set(gen_engine.roles()) == {"generate_answer"}
+    assert set(critic_engine.roles()) == {"evaluate_retrieval", "filter_strip", "judge_support"}
+    assert result.usage.lm_calls == len(gen_engine.calls) + len(critic_engine.calls)
+
+
+def test_empty_question_is_rejected():
+    lm, _ = scripted_lm(BASE)
+    with pytest.raises(ValueError, match="non-empty"):
+        CorrectiveRAG(ListRetriever(KB), generator_lm=lm)(question=" ")
+
+
+def test_constructor_rejects_a_non_retriever_and_a_non_web_search():
+    with pytest.raises(TypeError, match="retriever must implement"):
+        CorrectiveRAG(object())
+    with pytest.raises(TypeError, match="web_search must implement"):
+        CorrectiveRAG(ListRetriever(KB), web_search=object())
+
+
+def test_each_judgement_is_a_named_predictor():
+    names = {name for name, _ in CorrectiveRAG(ListRetriever(KB)).named_predictors()}
+    assert names == {"evaluate_retrieval", "filter_strip", "rewrite_web_query", "generate_answer", "judge_support"}
