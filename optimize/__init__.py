@@ -1,0 +1,1 @@
+"""Labelled data, metrics, compilation and evaluation of the SelfRAG program."""
