@@ -1,0 +1,83 @@
+"""Retrievers over one collection, all satisfying :class:`selfrag.types.Retriever`:
+dense (Chroma nearest neighbours), BM25 (bm25s) and hybrid (weighted RRF of the two)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+from selfrag.kb.embedder import Embedder
+from selfrag.kb.filters import matches, validate_where
+from selfrag.kb.fusion import weighted_rrf
+from selfrag.kb.bm25 import BM25Index
+from selfrag.kb.store import ChromaStore
+from selfrag.types import Passage
+
+log = logging.getLogger(__name__)
+
+
+def _check_k(k: int) -> None:
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be a positive int, got {k!r}")
+
+
+class DenseRetriever:
+    def __init__(self, store: ChromaStore, embedder: Embedder):
+        self.store = store
+        self.embedder = embedder
+        self.last_embed_seconds = 0.0
+
+    def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]:
+        _check_k(k)
+        validate_where(filters)
+        t0 = time.perf_counter()
+        vec = self.embedder.embed([query])[0]
+        self.last_embed_seconds = time.perf_counter() - t0
+        return self.retrieve_by_vector(vec, k, filters)
+
+    def retrieve_by_vector(self, vector: Any, k: int, filters: dict[str, Any] | None = None) -> list[Passage]:
+        return self.store.query(vector, k, where=filters)
+
+
+class BM25Retriever:
+    """BM25 over an index kept consistent with the collection; ``index_provider`` returns the
+    current index (rebuilding it when the collection changed)."""
+
+    def __init__(self, index_provider: Callable[[], BM25Index]):
+        self._index = index_provider
+
+    def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]:
+        _check_k(k)
+        validate_where(filters)
+        index = self._index()
+        keep = (lambda meta: matches(filters, meta)) if filters else None
+        return [
+            Passage(id=index.ids[i], text=index.texts[i], score=score, metadata=dict(index.metadatas[i]))
+            for i, score in index.search(query, k, keep)
+        ]
+
+
+class HybridRetriever:
+    """Weighted RRF of a dense and a BM25 retriever, each asked for ``candidates`` passages."""
+
+    def __init__(self, dense: DenseRetriever, bm25: BM25Retriever, dense_weight: float = 1.0,
+                 bm25_weight: float = 1.0, rrf_k: int = 60, candidates: int = 20):
+        if dense_weight < 0 or bm25_weight < 0 or dense_weight + bm25_weight == 0:
+            raise ValueError(f"hybrid weights must be >= 0 and not both 0, got dense={dense_weight}, bm25={bm25_weight}")
+        if rrf_k < 1:
+            raise ValueError(f"rrf_k must be >= 1, got {rrf_k!r}")
+        if candidates < 1:
+            raise ValueError(f"candidates must be >= 1, got {candidates!r}")
+        self.dense = dense
+        self.bm25 = bm25
+        self.weights = (float(dense_weight), float(bm25_weight))
+        self.rrf_k = rrf_k
+        self.candidates = candidates
+
+    def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]:
+        _check_k(k)
+        depth = max(k, self.candidates)
+        dense = self.dense.retrieve(query, depth, filters) if self.weights[0] > 0 else []
+        sparse = self.bm25.retrieve(query, depth, filters) if self.weights[1] > 0 else []
+        return weighted_rrf([dense, sparse], self.weights, k=self.rrf_k, limit=k)

@@ -1,0 +1,170 @@
+"""Chroma storage: a persistent client by default, an HTTP client for a Chroma server.
+
+Embeddings are always computed by our own embedder and passed in; Chroma's default embedding
+function (which downloads a model) is never used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from selfrag.types import Passage
+
+log = logging.getLogger(__name__)
+
+_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$")
+PAGE = 5000
+
+
+def validate_collection_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name) or ".." in name:
+        raise ValueError(
+            f"invalid collection name {name!r}: use 3-512 characters from [a-zA-Z0-9._-], "
+            "starting and ending with a letter or digit"
+        )
+    return name
+
+
+def make_client(server: str = "persistent", path: str | Path = ".selfrag/chroma",
+                host: str = "127.0.0.1", port: int = 8000) -> Any:
+    """A Chroma client with anonymised telemetry off."""
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
+    settings = ChromaSettings(anonymized_telemetry=False)
+    if server == "persistent":
+        Path(path).mkdir(parents=True, exist_ok=True)
+        return chromadb.PersistentClient(path=str(path), settings=settings)
+    if server == "http":
+        return chromadb.HttpClient(host=host, port=int(port), settings=settings)
+    raise ValueError(f"kb.server must be 'persistent' or 'http', got {server!r}")
+
+
+def clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    """Chroma accepts str/int/float/bool values only: drop None, stringify the rest."""
+    import json
+
+    out: dict[str, Any] = {}
+    for key, value in meta.items():
+        if value is None:
+            continue
+        if isinstance(value, (str, int, float, bool)):
+            out[str(key)] = value
+        else:
+            out[str(key)] = json.dumps(value, ensure_ascii=False, default=str)
+    return out
+
+
+def ids_fingerprint(ids: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for i in sorted(ids):
+        h.update(i.encode("utf-8"))
+        h.update(b"\n")
+    return f"{len(ids)}:{h.hexdigest()}"
+
+
+class ChromaStore:
+    """One Chroma collection holding chunks (ids, texts, embeddings, metadata)."""
+
+    def __init__(self, client: Any, collection: str, embedder_name: str):
+        self.client = client
+        self.name = validate_collection_name(collection)
+        self.embedder_name = embedder_name
+        self._collection: Any = None
+
+    @property
+    def collection(self) -> Any:
+        if self._collection is None:
+            col = self.client.get_or_create_collection(
+                self.name, embedding_function=None,
+                metadata={"hnsw:space": "cosine", "embedder": self.embedder_name},
+            )
+            stored = (col.metadata or {}).get("embedder")
+            if stored and stored != self.embedder_name and col.count() > 0:
+                raise ValueError(
+                    f"collection {self.name!r} was built with embedder {stored!r}, but the configured "
+                    f"embedder is {self.embedder_name!r}; use the same kb.embedding_model or another collection"
+                )
+            self._collection = col
+        return self._collection
+
+    def count(self) -> int:
+        return int(self.collection.count())
+
+    def add(self, ids: Sequence[str], texts: Sequence[str], embeddings: np.ndarray,
+            metadatas: Sequence[dict[str, Any]]) -> None:
+        if not ids:
+            return
+        self.collection.upsert(ids=list(ids), documents=list(texts), embeddings=np.asarray(embeddings),
+                               metadatas=[clean_metadata(m) for m in metadatas])
+
+    def existing(self, ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        ids = list(ids)
+        for s in range(0, len(ids), PAGE):
+            found.update(self.collection.get(ids=ids[s:s + PAGE], include=[])["ids"])
+        return found
+
+    def ids_where(self, where: dict[str, Any] | None) -> list[str]:
+        out: list[str] = []
+        offset = 0
+        while True:
+            got = self.collection.get(where=where or None, include=[], limit=PAGE * 4, offset=offset)["ids"]
+            out.extend(got)
+            if len(got) < PAGE * 4:
+                return out
+            offset += len(got)
+
+    def all_ids(self) -> list[str]:
+        return self.ids_where(None)
+
+    def iter_all(self, include_sources_only: bool = False) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """Yield ``(id, text, metadata)`` for every chunk, paged."""
+        offset = 0
+        include = ["metadatas"] if include_sources_only else ["documents", "metadatas"]
+        while True:
+            got = self.collection.get(include=include, limit=PAGE, offset=offset)
+            docs = got.get("documents") or [""] * len(got["ids"])
+            for i, t, m in zip(got["ids"], docs, got["metadatas"] or [{}] * len(got["ids"])):
+                yield i, t or "", dict(m or {})
+            if len(got["ids"]) < PAGE:
+                return
+            offset += len(got["ids"])
+
+    def delete(self, ids: Sequence[str]) -> None:
+        ids = list(ids)
+        for s in range(0, len(ids), PAGE):
+            self.collection.delete(ids=ids[s:s + PAGE])
+
+    def get(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        if not ids:
+            return {}
+        got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
+        return {i: (t or "", dict(m or {})) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"])}
+
+    def query(self, embedding: np.ndarray, k: int, where: dict[str, Any] | None = None) -> list[Passage]:
+        if k < 1:
+            return []
+        res = self.collection.query(
+            query_embeddings=np.asarray(embedding, dtype=np.float32).reshape(1, -1), n_results=k,
+            where=where or None, include=["documents", "metadatas", "distances"],
+        )
+        ids = res["ids"][0] if res["ids"] else []
+        return [
+            Passage(id=i, text=t or "", score=1.0 - float(d), metadata=dict(m or {}))
+            for i, t, m, d in zip(ids, res["documents"][0], res["metadatas"][0], res["distances"][0])
+        ]
+
+
+def list_collections(client: Any) -> list[tuple[str, int]]:
+    out = []
+    for col in client.list_collections():
+        name = col if isinstance(col, str) else col.name
+        out.append((name, int(client.get_collection(name).count())))
+    return sorted(out)

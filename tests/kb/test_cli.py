@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from selfrag.cli.app import app
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no selfrag.toml from the project
+    monkeypatch.delenv("SELFRAG_CONFIG", raising=False)
+    monkeypatch.setenv("SELFRAG_KB__PATH", str(tmp_path / "chroma"))
+    monkeypatch.setenv("SELFRAG_KB__EMBEDDING_MODEL", "hash-64")
+    monkeypatch.setenv("COLUMNS", "200")
+    runner = CliRunner()
+
+    def _run(*args: str):
+        return runner.invoke(app, list(args))
+
+    return _run
+
+
+def test_ingest_search_stats_collections_and_removal(run, docs_dir, tmp_path):
+    r = run("ingest", str(docs_dir), "--quiet")
+    assert r.exit_code == 0, r.output
+    assert "chunks added" in r.output and "6" in r.output
+    r = run("ingest", str(docs_dir), "-q")
+    assert r.exit_code == 0 and "chunks unchanged" in r.output
+    r = run("search", "capital of Germany", "-k", "1", "--mode", "bm25")
+    assert r.exit_code == 0 and "Berlin" in r.output and "Paris" not in r.output
+    r = run("search", "capital", "--mode", "hybrid", "--where", '{"country": "FR"}')
+    assert r.exit_code == 0 and "Paris" in r.output and "Berlin" not in r.output
+    r = run("stats")
+    assert r.exit_code == 0 and "zh: 1" in r.output and "hash-64" in r.output
+    r = run("collections")
+    assert r.exit_code == 0 and "default" in r.output
+    r = run("remove-source", str(docs_dir / "items.jsonl"))
+    assert r.exit_code == 0 and "removed 2 chunk(s)" in r.output
+    r = run("remove-source", str(docs_dir / "items.jsonl"))
+    assert r.exit_code == 1
+    r = run("ingest", str(docs_dir / "cats.md"), "-q", "--collection", "other")
+    assert r.exit_code == 0
+    r = run("delete-collection", "other")
+    assert r.exit_code == 0 and "deleted" in r.output
+    r = run("collections")
+    assert "other" not in r.output
+    r = run("delete-collection", "other")
+    assert r.exit_code == 1
+
+
+def test_missing_path_exits_2_with_message(run, tmp_path):
+    r = run("ingest", str(tmp_path / "nope.txt"))
+    assert r.exit_code == 2 and "does not exist" in r.output
+
+
+def test_all_bad_inputs_exit_nonzero_and_partial_success_exits_zero(run, tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "empty.txt").write_text("")
+    (bad / "bin.md").write_bytes(b"\x00\xff" * 50)
+    r = run("ingest", str(bad), "-q")
+    assert r.exit_code == 1
+    assert "empty.txt" in r.output and "bin.md" in r.output and "nothing was ingested" in r.output
+    (bad / "good.txt").write_text("Some good text.")
+    r = run("ingest", str(bad), "-q")
+    assert r.exit_code == 0 and "skipped files" in r.output and "binary" in r.output
+
+
+def test_bad_mode_is_rejected(run):
+    r = run("search", "x", "--mode", "fuzzy")
+    assert r.exit_code == 2 and "--mode" in r.output

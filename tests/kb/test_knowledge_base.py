@@ -1,0 +1,165 @@
+from __future__ import annotations
+
+import pytest
+
+from selfrag.kb.ingest import chunk_id
+from selfrag.types import Passage, Retriever
+
+REQUIRED = {"source", "title", "chunk_index", "content_hash", "language"}
+
+
+def test_ingest_is_idempotent_and_metadata_complete(make_kb, docs_dir):
+    kb = make_kb()
+    first = kb.ingest([docs_dir], progress=False)
+    assert first.files_loaded == 5 and first.documents == 6
+    assert first.chunks_added == first.chunks_total == 6 == kb.count()
+    again = kb.ingest([docs_dir], progress=False)
+    assert again.chunks_added == 0 and again.chunks_unchanged == 6 and again.chunks_removed == 0
+    assert kb.count() == 6
+    for mode in ("dense", "bm25", "hybrid"):
+        hits = kb.retrieve("capital of France", k=6, mode=mode)
+        assert hits and all(isinstance(p, Passage) for p in hits)
+        assert all(REQUIRED <= set(p.metadata) for p in hits)
+    paris = kb.retrieve("Paris capital France", k=1, mode="bm25")[0]
+    assert paris.metadata["doc_id"] == "p1" and paris.metadata["title"] == "Paris"
+    assert paris.metadata["content_hash"] and paris.metadata["chunk_index"] == 0
+    zh = kb.retrieve("人工智能", k=1, mode="bm25")[0]
+    assert zh.metadata["language"] == "zh"
+
+
+def test_changed_file_replaces_its_chunks_and_removed_file_can_be_deleted(make_kb, tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    f = d / "a.txt"
+    f.write_text("Old sentence about apples.")
+    (d / "b.txt").write_text("Bananas are yellow.")
+    kb = make_kb(chunk_size=50, chunk_overlap=0)
+    kb.ingest([d], progress=False)
+    assert kb.count() == 2
+    f.write_text("New sentence about apricots. " * 4)  # 4 sentences of 29 chars -> 4 chunks of <= 50
+    rep = kb.ingest([d], progress=False)
+    assert rep.chunks_removed == 1 and rep.chunks_added == 4 and kb.count() == 5
+    assert all("apples" not in p.text for p in kb.retrieve("apples", k=10, mode="bm25"))
+    f.unlink()
+    assert kb.delete_source(f) == 4
+    assert kb.count() == 1
+    assert kb.delete_source(f) == 0
+    assert [p.metadata["source"] for p in kb.retrieve("yellow", k=5, mode="bm25")] == [str((d / "b.txt").resolve())]
+
+
+def test_delete_source_of_a_folder(make_kb, docs_dir):
+    kb = make_kb()
+    kb.ingest([docs_dir], progress=False)
+    assert kb.delete_source(docs_dir) == 6 and kb.is_empty()
+
+
+def test_add_documents_preserves_doc_id_and_is_idempotent(make_kb):
+    kb = make_kb()
+    docs = [("Mount Everest is the highest mountain.", {"doc_id": "e1", "title": "Everest"}),
+            ("The Nile is a long river in Africa.", {"doc_id": 7, "title": "Nile", "split": "dev"}),
+            ("   ", {"doc_id": "blank"})]
+    rep = kb.add_documents(docs)
+    assert rep.chunks_added == 2 and kb.count() == 2
+    assert kb.add_documents(docs).chunks_added == 0 and kb.count() == 2
+    hit = kb.retrieve("Nile river", k=1, mode="dense")[0]
+    assert hit.metadata["doc_id"] == "7" and hit.metadata["split"] == "dev" and hit.title == "Nile"
+    assert REQUIRED <= set(hit.metadata)
+    # same text under another doc_id is another document
+    kb.add_documents([("Mount Everest is the highest mountain.", {"doc_id": "e2"})])
+    assert kb.count() == 3
+
+
+def test_filters_apply_to_dense_bm25_and_hybrid(make_kb, docs_dir):
+    kb = make_kb()
+    kb.ingest([docs_dir], progress=False)
+    for mode in ("dense", "bm25", "hybrid"):
+        hits = kb.retrieve("capital", k=5, mode=mode, filters={"country": "DE"})
+        assert [p.metadata["doc_id"] for p in hits] == ["b1"], mode
+        hits = kb.retrieve("自然语言 cats capital", k=10, mode=mode, filters={"language": {"$in": ["zh"]}})
+        assert hits and all(p.metadata["language"] == "zh" for p in hits), mode
+    with pytest.raises(ValueError, match="unsupported filter operator"):
+        kb.retrieve("x", k=1, mode="bm25", filters={"n": {"$regex": "a"}})
+
+
+def test_retrievers_satisfy_protocol_and_hybrid_fuses(make_kb, docs_dir):
+    kb = make_kb(dense_weight=1.0, bm25_weight=1.0, rrf_k=60)
+    kb.ingest([docs_dir], progress=False)
+    for mode in ("dense", "bm25", "hybrid"):
+        assert isinstance(kb.retriever(mode), Retriever)
+    dense = kb.retrieve("Dogs bark", k=6, mode="dense")
+    bm25 = kb.retrieve("Dogs bark", k=6, mode="bm25")
+    hybrid = kb.retrieve("Dogs bark", k=3, mode="hybrid")
+    rank = lambda lst, pid: next((i for i, p in enumerate(lst, 1) if p.id == pid), None)
+    top = hybrid[0]
+    expected = sum(1 / (60 + r) for r in (rank(dense, top.id), rank(bm25, top.id)) if r)
+    assert top.score == pytest.approx(expected)
+    assert "Dogs" in top.text
+    with pytest.raises(ValueError, match="mode"):
+        kb.retriever("fuzzy")
+
+
+def test_bm25_index_survives_restart_and_rebuilds_when_stale(make_kb, docs_dir, tmp_path):
+    kb = make_kb()
+    kb.ingest([docs_dir], progress=False)
+    kb.retrieve("cats", k=1, mode="bm25")
+    stored = kb.bm25_dir / "selfrag_bm25.json"
+    assert stored.exists()
+    # a new process (new objects) loads the saved index without rebuilding
+    kb2 = make_kb()
+    index = kb2.bm25_index()
+    assert len(index) == 6 and index.fingerprint == kb.bm25_index().fingerprint
+    # another writer changes the collection behind kb2's back -> kb2 notices and rebuilds
+    make_kb().add_documents([("Quokkas live on Rottnest Island.", {"doc_id": "q"})])
+    hits = kb2.retrieve("quokkas", k=1, mode="bm25")
+    assert hits and hits[0].metadata["doc_id"] == "q"
+    # a saved index whose fingerprint does not match is ignored
+    kb3 = make_kb()
+    kb3.store.delete([hits[0].id])
+    kb4 = make_kb()
+    assert kb4.retrieve("quokkas", k=1, mode="bm25") == []
+    assert len(kb4.bm25_index()) == kb4.count() == 6
+
+
+def test_collections_are_separate_and_deletable(make_kb, docs_dir):
+    a = make_kb("alpha")
+    b = make_kb("beta")
+    a.ingest([docs_dir], progress=False)
+    assert b.is_empty() and a.count() == 6
+    a.retrieve("x", k=1, mode="bm25")
+    a.delete_collection()
+    assert make_kb("alpha").is_empty()
+    assert not a.bm25_dir.exists()
+
+
+def test_invalid_collection_name(make_kb):
+    with pytest.raises(ValueError, match="invalid collection name 'x'"):
+        make_kb("x")
+
+
+def test_semantic_chunker_setting(make_kb, tmp_path):
+    kb = make_kb(chunker="semantic", semantic_threshold=0.99)
+    kb.add_documents([("Cats purr. Stocks fell sharply. 北京是首都。", {"doc_id": "s"})])
+    assert kb.count() == 3
+
+
+def test_chunk_ids_depend_on_source_key_index_and_text():
+    base = chunk_id("s", "k", 0, "t")
+    assert base == chunk_id("s", "k", 0, "t")
+    assert len({base, chunk_id("s2", "k", 0, "t"), chunk_id("s", "k2", 0, "t"),
+                chunk_id("s", "k", 1, "t"), chunk_id("s", "k", 0, "t2")}) == 5
+
+
+def test_empty_knowledge_base_returns_no_passages(make_kb):
+    kb = make_kb("empty-kb")
+    assert kb.is_empty() and kb.count() == 0
+    for mode in ("dense", "bm25", "hybrid"):
+        assert kb.retrieve("anything", mode=mode) == []
+    with pytest.raises(ValueError, match="k must be a positive int"):
+        kb.retriever("bm25").retrieve("x", k=0)
+
+
+def test_default_k_and_mode_come_from_settings(make_kb, docs_dir):
+    kb = make_kb(k=2, mode="bm25")
+    kb.ingest([docs_dir], progress=False)
+    hits = kb.retrieve("capital")
+    assert len(hits) == 2 and {p.metadata["doc_id"] for p in hits} == {"p1", "b1"}
