@@ -72,6 +72,9 @@ class LMSettings(_Section):
     n_ctx: int = Field(4096, ge=512)
     timeout: float = Field(120.0, gt=0)
     model_cache: Path = Path("~/.cache/selfrag/models")
+    # local/tiny: llama.cpp prompt-state RAM cache in MiB (0 = off). Restores the KV state of the longest
+    # matching earlier prompt, so calls alternating between signatures reuse their system prompts.
+    ram_cache_mb: int = Field(512, ge=0)
     cache: bool = False  # DSPy's response cache; off so measurements are honest
 
     @model_validator(mode="after")

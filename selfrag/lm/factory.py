@@ -1,0 +1,98 @@
+"""Build the DSPy LM and adapter a profile asks for. Swapping backends is a settings change only.
+
+- ``local`` / ``tiny``: a GGUF run in process by :class:`LlamaCppEngine` (``lm.model`` may name any
+  ``.gguf`` file instead of the profile's model). Nothing is loaded until the first call.
+- ``litellm``: a plain ``dspy.LM(lm.model, api_base=...)``; API keys come from the environment
+  (``OPENAI_API_KEY``, ...) as LiteLLM reads them, never from the TOML file.
+
+``role="critic"`` uses ``lm.critic_model`` when set: a ``.gguf`` path runs in process, anything else is a
+LiteLLM model string (with ``lm.api_base``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Literal
+
+import dspy
+
+from selfrag.lm.llamacpp_engine import AsyncLlamaCppEngine, LlamaCppEngine
+from selfrag.lm.model_files import gguf_path
+from selfrag.settings import LMSettings
+
+logger = logging.getLogger(__name__)
+
+Role = Literal["generator", "critic"]
+ENGINE_PREFIX = "llamacpp/"
+
+
+def _is_gguf(model: str | None) -> bool:
+    return bool(model) and Path(model).suffix.lower() == ".gguf"
+
+
+def engine_lm(path: Path, lm: LMSettings) -> dspy.LM:
+    """A ``dspy.LM`` backed by the in-process llama.cpp engine for the GGUF at ``path``."""
+    engine = LlamaCppEngine(
+        path,
+        n_ctx=lm.n_ctx,
+        n_threads=lm.threads,
+        timeout=lm.timeout,
+        max_tokens=lm.max_tokens,
+        temperature=lm.temperature,
+        ram_cache_mb=lm.ram_cache_mb,
+    )
+    # num_retries=0: a local failure (timeout, context overflow) is not transient; retrying only
+    # repeats the work. The SelfRAG program records the failure of a judgement and carries on.
+    return dspy.LM(
+        ENGINE_PREFIX + Path(path).stem,
+        engine=engine,
+        async_engine=AsyncLlamaCppEngine(engine),
+        temperature=lm.temperature,
+        max_tokens=lm.max_tokens,
+        cache=lm.cache,
+        num_retries=0,
+    )
+
+
+def litellm_lm(model: str, lm: LMSettings) -> dspy.LM:
+    """A LiteLLM-routed ``dspy.LM``; credentials come from the environment only."""
+    kwargs = {}
+    if lm.api_base:
+        kwargs["api_base"] = lm.api_base
+    return dspy.LM(
+        model,
+        temperature=lm.temperature,
+        max_tokens=lm.max_tokens,
+        cache=lm.cache,
+        timeout=lm.timeout,
+        **kwargs,
+    )
+
+
+def build_lm(lm: LMSettings, role: Role = "generator") -> dspy.LM:
+    """The LM for ``role`` under settings ``lm`` (no model is loaded here)."""
+    if role not in ("generator", "critic"):
+        raise ValueError(f"role must be 'generator' or 'critic', got {role!r}")
+    if role == "critic" and lm.critic_model:
+        if _is_gguf(lm.critic_model):
+            return engine_lm(gguf_path("local", lm.critic_model), lm)
+        return litellm_lm(lm.critic_model, lm)
+    if lm.profile == "litellm":
+        assert lm.model  # enforced by LMSettings
+        return litellm_lm(lm.model, lm)
+    return engine_lm(gguf_path(lm.profile, lm.model, lm.model_cache), lm)
+
+
+def build_adapter(lm: LMSettings) -> dspy.Adapter:
+    """JSONAdapter for every profile.
+
+    In process it is the only sensible choice: the engine turns the signature's output schema into a
+    grammar, so a Literal output can only be one of its values and the reply always parses. Through
+    LiteLLM, JSONAdapter uses the provider's structured outputs when the model supports them and JSON
+    mode otherwise, and keeps one prompt format across backends so a compiled program's instructions and
+    demos transfer when the backend changes (ChatAdapter would also fall back to JSONAdapter on a parse
+    failure, at the price of a second call).
+    """
+    del lm  # same adapter for every profile today; kept in the signature so a profile can differ later
+    return dspy.JSONAdapter()

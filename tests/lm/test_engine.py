@@ -1,0 +1,278 @@
+"""The llama.cpp engine against a fake ``Llama``: schema translation, usage, errors, locking, state."""
+
+import json
+import threading
+import time
+from typing import Literal
+
+import dspy
+import pytest
+from dspy.utils.exceptions import ContextWindowExceededError, LMTimeoutError, LMUnsupportedFeatureError
+
+from selfrag.lm import llamacpp_engine
+from selfrag.lm.llamacpp_engine import LlamaCppEngine, to_llama_response_format
+
+
+class FakeLlama:
+    """Records create_chat_completion calls; replies with a scripted JSON text and usage."""
+
+    def __init__(
+        self,
+        reply='{"label": "relevant"}',
+        prompt_tokens=123,
+        completion_tokens=7,
+        evaluated=None,
+        error=None,
+        delay=0.0,
+    ):
+        self.calls = []
+        self.reply = reply
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+        self.evaluated = evaluated
+        self.error = error
+        self.delay = delay
+        self.active = 0
+        self.max_active = 0
+
+    def eval(self, tokens):  # wrapped by the engine's instrumentation hook
+        pass
+
+    def create_chat_completion(self, **kwargs):
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        try:
+            self.calls.append(kwargs)
+            if self.evaluated is not None:
+                self.eval([0] * self.evaluated)  # the prompt suffix not in the KV cache
+                for _ in range(self.completion_tokens):
+                    self.eval([0])
+            time.sleep(self.delay)
+            if self.error is not None:
+                raise self.error
+            return {
+                "id": "chatcmpl-fake",
+                "choices": [
+                    {"message": {"role": "assistant", "content": self.reply}, "finish_reason": "stop"}
+                ],
+                "usage": {
+                    "prompt_tokens": self.prompt_tokens,
+                    "completion_tokens": self.completion_tokens,
+                    "total_tokens": self.prompt_tokens + self.completion_tokens,
+                },
+            }
+        finally:
+            self.active -= 1
+
+
+def make_lm(fake, *, temperature=0.0, max_tokens=64, timeout=30.0, path="/models/fake.gguf", loads=None):
+    def factory(p, n_ctx, n_threads, seed):
+        if loads is not None:
+            loads.append((p, n_ctx, n_threads))
+        return fake
+
+    engine = LlamaCppEngine(
+        path,
+        n_ctx=2048,
+        n_threads=1,
+        timeout=timeout,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        llama_factory=factory,
+    )
+    return dspy.LM(
+        "llamacpp/fake",
+        engine=engine,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        cache=False,
+        num_retries=0,
+    )
+
+
+class Relevance(dspy.Signature):
+    """Is the passage relevant to the question?"""
+
+    question: str = dspy.InputField()
+    passage: str = dspy.InputField()
+    label: Literal["relevant", "irrelevant"] = dspy.OutputField()
+
+
+def test_jsonadapter_schema_becomes_llama_response_format():
+    fake = FakeLlama()
+    lm = make_lm(fake, max_tokens=64)
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        pred = dspy.Predict(Relevance)(
+            question="Capital of France?", passage="Paris is the capital of France."
+        )
+    assert pred.label == "relevant"
+    (call,) = fake.calls
+    fmt = call["response_format"]
+    assert fmt["type"] == "json_object"
+    schema = fmt["schema"]
+    assert schema["type"] == "object"
+    assert schema["required"] == ["label"]
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["label"]["enum"] == ["relevant", "irrelevant"]
+    assert call["temperature"] == 0.0
+    assert call["max_tokens"] == 64
+    assert call["stream"] is False
+    roles = [m["role"] for m in call["messages"]]
+    assert roles == ["system", "user"]
+    assert "Capital of France?" in call["messages"][1]["content"]
+    usage = lm.history[-1]["usage"]
+    assert usage["prompt_tokens"] == 123
+    assert usage["completion_tokens"] == 7
+
+
+def test_open_mapping_output_gets_plain_json_mode():
+    class Extract(dspy.Signature):
+        text: str = dspy.InputField()
+        facts: dict[str, str] = dspy.OutputField()
+
+    fake = FakeLlama(reply='{"facts": {"a": "b"}}')
+    with dspy.context(lm=make_lm(fake), adapter=dspy.JSONAdapter()):
+        pred = dspy.Predict(Extract)(text="a is b")
+    assert pred.facts == {"a": "b"}
+    assert fake.calls[0]["response_format"] == {"type": "json_object"}
+
+
+def test_call_time_temperature_and_max_tokens_reach_llama():
+    fake = FakeLlama(reply="hello")
+    lm = make_lm(fake)
+    assert lm("hi", temperature=0.7, max_tokens=20) == ["hello"]
+    assert fake.calls[0]["temperature"] == 0.7
+    assert fake.calls[0]["max_tokens"] == 20
+    assert "response_format" not in fake.calls[0]
+
+
+def test_response_format_translation():
+    assert to_llama_response_format(None) is None
+    assert to_llama_response_format({"type": "json_object"}) == {"type": "json_object"}
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    assert to_llama_response_format(
+        {"type": "json_schema", "schema": schema, "name": "X", "strict": True}
+    ) == {"type": "json_object", "schema": schema}
+
+
+def test_prefix_reuse_is_reported_as_cached_tokens():
+    fake = FakeLlama(reply="ok", prompt_tokens=100, completion_tokens=3, evaluated=40)
+    lm = make_lm(fake)
+    lm("hi")
+    engine = lm.engine
+    assert engine.last.prompt_tokens == 100
+    assert engine.last.prompt_evaluated == 40
+    assert lm.history[-1]["usage"]["prompt_tokens_details"] == {"cached_tokens": 60}
+    assert engine.stats.calls == 1 and engine.stats.prompt_evaluated == 40
+
+
+def test_model_is_loaded_lazily_and_once_per_key():
+    fake, loads = FakeLlama(reply="ok"), []
+    lm1 = make_lm(fake, loads=loads)
+    lm2 = make_lm(fake, loads=loads)
+    assert loads == []  # construction never loads
+    lm1("a")
+    lm2("b")
+    assert loads == [("/models/fake.gguf", 2048, 1)]
+
+
+def test_context_overflow_raises_context_window_error():
+    fake = FakeLlama(error=ValueError("Requested tokens (5000) exceed context window of 2048"))
+    with pytest.raises(ContextWindowExceededError):
+        make_lm(fake)("x")
+
+
+def test_deadline_inside_generation_raises_timeout():
+    class Slow(FakeLlama):
+        def create_chat_completion(self, **kwargs):
+            time.sleep(0.05)
+            self.eval([0])  # the engine's hook sees the deadline has passed
+            raise AssertionError("unreachable")
+
+    with pytest.raises(LMTimeoutError):
+        make_lm(Slow(), timeout=0.01)("x")
+
+
+def test_busy_model_times_out_waiting_for_the_lock():
+    fake = FakeLlama(reply="ok")
+    lm = make_lm(fake, timeout=0.05)
+    model = lm.engine.model()
+    with model.lock:
+        with pytest.raises(LMTimeoutError):
+            lm("x")
+
+
+def test_concurrent_calls_are_serialised():
+    fake = FakeLlama(reply="ok", delay=0.02)
+    lm = make_lm(fake)
+    threads = [threading.Thread(target=lm, args=(f"q{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(fake.calls) == 4
+    assert fake.max_active == 1
+
+
+def test_tools_are_refused():
+    from dspy.lm15 import FunctionTool, Message, Request
+
+    lm = make_lm(FakeLlama())
+    tool = FunctionTool(name="f", description="d", parameters={"type": "object", "properties": {}})
+    with pytest.raises(LMUnsupportedFeatureError):
+        lm(Request(model=lm.model, messages=(Message.user("x"),), tools=(tool,)))
+
+
+def test_saved_program_state_never_holds_the_model(tmp_path):
+    fake = FakeLlama()
+    lm = make_lm(fake)
+    program = dspy.Predict(Relevance)
+    # A globally configured LM is not part of a program's state.
+    path = tmp_path / "program.json"
+    with dspy.context(lm=lm):
+        program.save(str(path))
+    assert json.loads(path.read_text())["lm"] is None
+    # A predictor-level LM is saved as the engine's settings (class path + dump_state), reloadable.
+    program.lm = lm
+    program.save(str(path))
+    state = json.loads(path.read_text())["lm"]
+    assert state["engine"]["class"] == "selfrag.lm.llamacpp_engine:LlamaCppEngine"
+    assert state["engine"]["state"]["model_path"] == "/models/fake.gguf"
+    loaded = dspy.Predict(Relevance)
+    loaded.load(str(path), allow_unsafe_lm_state=True)
+    assert isinstance(loaded.lm.engine, LlamaCppEngine)
+    assert loaded.lm.engine.model_path == "/models/fake.gguf"
+    assert llamacpp_engine._MODELS == {}  # nothing was loaded by saving or loading
+
+
+def test_ram_cache_entries_hold_no_logits_buffer(monkeypatch):
+    """save/load_state see a one-row logits view, so cache entries are the KV state only."""
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("llama_cpp")
+
+    class StatefulFake(FakeLlama):
+        _logits_all = False
+
+        def __init__(self):
+            super().__init__(reply="ok")
+            self.scores = np.zeros((512, 1000), dtype=np.float32)
+            self.seen = []
+            self.cache = None
+
+        def set_cache(self, cache):
+            self.cache = cache
+
+        def save_state(self):
+            self.seen.append(("save", self.scores.shape))
+            return "state"
+
+        def load_state(self, state):
+            self.seen.append(("load", self.scores.shape))
+
+    fake = StatefulFake()
+    llamacpp_engine.get_model("/models/fake.gguf", 2048, 1, ram_cache_mb=64, factory=lambda *a: fake)
+    assert fake.cache is not None and fake.cache.capacity_bytes == 64 << 20
+    fake.save_state()
+    fake.load_state("state")
+    assert fake.seen == [("save", (1, 1000)), ("load", (1, 1000))]
+    assert fake.scores.shape == (512, 1000)  # the full buffer is back after each call
