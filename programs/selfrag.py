@@ -47,6 +47,11 @@ def format_passages(passages: list[Passage], max_chars: int) -> str:
     return "\n".join(blocks)
 
 
+def passage_ref(p: Passage) -> str:
+    """The id a judgement of ``p`` is recorded under: its document id when it has one, else its id."""
+    return str(p.metadata.get("doc_id") or p.id)
+
+
 class SelfRAG(dspy.Module):
     """Self-reflective RAG over a retriever, with an optional web search.
 
@@ -103,8 +108,9 @@ class SelfRAG(dspy.Module):
     # ------------------------------------------------------------------ steps
     def _grade(self, tracer: Tracer, question: str, passages: list[Passage]) -> list[Passage]:
         def grade(p: Passage) -> bool:
-            pred, _ = self._critic(tracer, "grade_relevance", self.grade_relevance, "relevance",
-                                   question=question, passage=format_passages([p], self.config.passage_chars))
+            pred, step = self._critic(tracer, "grade_relevance", self.grade_relevance, "relevance",
+                                      question=question, passage=format_passages([p], self.config.passage_chars))
+            step.inputs["passage_id"] = passage_ref(p)  # which passage was judged (the eval harness scores it)
             return pred is not None and pred.relevance == "relevant"
 
         verdicts = self._map(grade, passages)

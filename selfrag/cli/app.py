@@ -22,10 +22,14 @@ def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DE
 
 def _register() -> None:
     from selfrag.cli import ask, kb, model
+    from selfrag.cli import compile as compile_cli
+    from selfrag.cli import eval as eval_cli
 
     kb.register(app)
     ask.register(app)
     model.register(app)
+    compile_cli.register(app)
+    eval_cli.register(app)
 
 
 _register()

@@ -1,0 +1,369 @@
+"""The evaluation harness on a five-example set with a scripted LM: metric arithmetic (hand-computed),
+resume after a crash, error accounting, report files, the knowledge base built once, the CLI."""
+
+import json
+
+import dspy
+import pytest
+from typer.testing import CliRunner
+
+from optimize import evaluate as E
+from programs.baselines import GradedRAG, NoRetrieval, VanillaRAG
+from selfrag.settings import ProgramSettings, resolve
+from tests import fakes
+from tests.fakes import passage, scripted_lm
+
+D1 = passage("c1", "The Zephyr bridge opened in 1931.", doc_id="d1")
+D2 = passage("c2", "Acme was founded by Jane Roe.", doc_id="d2")
+D3 = passage("c3", "Oda trout are silver blue.", doc_id="d3")
+DX = passage("cx", "Glass recycling in Norwich is collected on Tuesday.", doc_id="dx")
+
+
+def ex(i, question, answers, gold, answerable=True):
+    return dspy.Example(id=f"q{i}", question=question, answer=answers[0] if answers else "", answers=answers,
+                        answerable=answerable, gold_doc_ids=gold, related_doc_ids=gold).with_inputs("question")
+
+
+EXAMPLES = [
+    ex(1, "When did the Zephyr bridge open?", ["1931"], ["d1"]),
+    ex(2, "Who founded Acme?", ["Jane Roe"], ["d2"]),
+    ex(3, "What colour is the Oda trout?", ["silver blue"], ["d3"]),
+    ex(4, "Who won the Zephyr race?", [], [], answerable=False),
+    ex(5, "What is the Norwich tax?", [], [], answerable=False),
+]
+RANKING = {
+    EXAMPLES[0].question: [D1, DX], EXAMPLES[1].question: [DX, D2], EXAMPLES[2].question: [D3, DX],
+    EXAMPLES[3].question: [D1, DX], EXAMPLES[4].question: [DX, D3],
+}
+
+
+class FixedRetriever:
+    """Returns a fixed ranking per question (whatever k is)."""
+
+    def retrieve(self, query, k=5, filters=None):
+        return list(RANKING[query])
+
+
+def draft(inp):
+    q = inp["question"]
+    if "Zephyr bridge" in q:
+        return {"answer": "1931", "citations": [1], "answerable": True}
+    if "Acme" in q:
+        return {"answer": "Jane Roe and John", "citations": [1], "answerable": True}
+    if "Zephyr race" in q:
+        return {"answer": "In 1931", "citations": [1], "answerable": True}
+    return {"answer": "The passages do not say.", "citations": [], "answerable": False}
+
+
+SCRIPT = {
+    "retrieve_decision": {"decision": "yes"},
+    "grade_relevance": lambda inp: {"relevance": "relevant" if ("1931" in inp["passage"] or "Glass" in inp["passage"])
+                                    else "irrelevant"},
+    "generate_answer": draft,
+    "judge_support": lambda inp: {"support": "no" if "Jane" in inp["answer"] else "fully"},
+    "judge_usefulness": {"usefulness": 5},
+    "answer_directly": {"answer": "Jane Roe"},
+}
+
+
+def programs(names=("vanilla-rag", "no-retrieval", "graded-rag"), script=SCRIPT):
+    lm, engine = scripted_lm(script)
+    built = {n: E.build_program(n, FixedRetriever(), config=ProgramSettings(k=2), generator_lm=lm,
+                                adapter=dspy.JSONAdapter()) for n in names}
+    return built, engine
+
+
+# ---------------------------------------------------------------- metric arithmetic
+
+
+def test_metrics_are_the_hand_computed_values(tmp_path):
+    built, _ = programs()
+    rows = E.run_eval(built, EXAMPLES, tmp_path)
+    s = E.summarize(rows)["programs"]
+
+    v = s["vanilla-rag"]
+    # answers: q1 "1931" (exact, cites d1), q2 "Jane Roe and John" (P 2/4, R 2/2: F1 2/3, cites dx), q3 abstains,
+    # q4 answers (wrong: unanswerable), q5 abstains (right)
+    assert (v["questions"], v["answerable"], v["unanswerable"], v["errors"]) == (5, 3, 2, 0)
+    assert v["retrieve_accuracy"] == 1.0
+    assert v["em"] == pytest.approx(1 / 3)
+    assert v["f1"] == pytest.approx((1 + 2 / 3 + 0) / 3)
+    assert v["e2e"] == pytest.approx((1 + 2 / 3 + 0 + 0 + 1) / 5)
+    assert v["abstain_unanswerable"] == pytest.approx(0.5)
+    assert v["abstain_answerable"] == pytest.approx(1 / 3)
+    assert v["abstention_accuracy"] == pytest.approx(3 / 5)
+    assert v["citation_hit"] == pytest.approx(1 / 3)
+    assert v["relevance_precision"] is None and v["relevance_recall"] is None  # no grader
+    assert v["groundedness"] is None  # no support judge
+    assert v["lm_calls"] == {"mean": 1.0, "p50": 1.0, "p95": 1.0}
+    assert v["prompt_tokens"]["mean"] == 10 and v["completion_tokens"]["mean"] == 5
+
+    n = s["no-retrieval"]
+    assert n["retrieve_accuracy"] == 0.0
+    assert n["em"] == pytest.approx(1 / 3)  # "Jane Roe" is right for q2 only
+    assert n["abstain_unanswerable"] == 0.0 and n["abstention_accuracy"] == pytest.approx(3 / 5)
+    assert n["e2e"] == pytest.approx(1 / 5)
+
+    g = s["graded-rag"]
+    # grades (relevant = contains 1931 or Glass): q1 d1 tp, dx fp | q2 dx fp, d2 fn | q3 d3 fn, dx fp |
+    # q4 d1 fp, dx fp | q5 dx fp, d3 tn
+    assert g["relevance_counts"] == {"tp": 1, "fp": 6, "fn": 2, "tn": 1}
+    assert g["relevance_precision"] == pytest.approx(1 / 7)
+    assert g["relevance_recall"] == pytest.approx(1 / 3)
+    # q1 fully, q2 flagged "no" (no web), q3 and q5 abstain, q4 fully → 2 of 3 answers grounded
+    assert g["groundedness"] == pytest.approx(2 / 3)
+    assert g["abstain_unanswerable"] == 0.5
+    # calls: q1 2+1+1, q2 2+1+1, q3 2+1, q4 2+1+1, q5 2+1 → [4, 4, 3, 4, 3]
+    assert g["lm_calls"]["mean"] == pytest.approx(3.6)
+    assert g["lm_calls"]["p50"] == 4 and g["lm_calls"]["p95"] == 4
+    assert g["prompt_tokens"]["mean"] == pytest.approx(36)
+
+
+def test_percentile_interpolates_like_numpy():
+    assert E.percentile([1, 2, 3, 4], 50) == 2.5
+    assert E.percentile([3, 3, 4, 4, 4], 95) == 4
+    assert E.percentile([0, 10], 95) == pytest.approx(9.5)
+    assert E.percentile([], 50) is None
+
+
+def test_relevance_counts_read_passage_ids_and_skip_failed_or_unmarked_steps():
+    trace = [
+        {"step": "grade_relevance", "inputs": {"passage_id": "d1#3"}, "output": "relevant", "ok": True},
+        {"step": "grade_relevance", "inputs": {"passage_id": "d2"}, "output": "relevant", "ok": True},
+        {"step": "grade_relevance", "inputs": {"passage_id": "d1"}, "output": "irrelevant", "ok": True},
+        {"step": "grade_relevance", "inputs": {"passage_id": "d1"}, "output": None, "ok": False},
+        {"step": "grade_relevance", "inputs": {}, "output": "relevant", "ok": True},
+        {"step": "judge_support", "inputs": {"passage_id": "d1"}, "output": "fully", "ok": True},
+    ]
+    assert E.relevance_counts(trace, ["d1"]) == {"tp": 1, "fp": 1, "fn": 1, "tn": 0}
+
+
+# ---------------------------------------------------------------- resume
+
+
+def keys(path):
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [(r["program"], r["id"]) for r in rows]
+
+
+def test_a_crashed_run_resumes_without_redoing_finished_questions(tmp_path):
+    names = ("vanilla-rag", "no-retrieval")
+    built, engine = programs(names)
+    written = []
+
+    def crash_after_three(row):
+        written.append(row)
+        if len(written) == 3:
+            raise E.Interrupted("killed")
+
+    with pytest.raises(E.Interrupted):
+        E.run_eval(built, EXAMPLES, tmp_path, on_row=crash_after_three)
+    path = tmp_path / E.RESULTS
+    assert keys(path) == [("vanilla-rag", "q1"), ("no-retrieval", "q1"), ("vanilla-rag", "q2")]
+    assert len(engine.calls) == 3
+    with open(path, "a") as fh:  # the kill tore the next line mid-write
+        fh.write('{"task": "qa", "program": "no-retrieval", "id": "q2", "ans')
+
+    built2, engine2 = programs(names)
+    rows = E.run_eval(built2, EXAMPLES, tmp_path)
+    assert len(engine2.calls) == 2 * 5 - 3  # only the unfinished pairs ran
+    assert [inp["question"] for _, inp in engine2.calls][0] == EXAMPLES[1].question  # no-retrieval on q2 first
+    got = keys(path)
+    assert len(got) == len(set(got)) == 10 and len(rows) == 10
+    built3, engine3 = programs(names)
+    E.run_eval(built3, EXAMPLES, tmp_path)  # a finished run does nothing
+    assert engine3.calls == [] and len(keys(path)) == 10
+
+
+def test_a_new_program_on_resume_runs_only_its_own_questions(tmp_path):
+    built, _ = programs(("vanilla-rag",))
+    E.run_eval(built, EXAMPLES, tmp_path)
+    built2, engine2 = programs(("vanilla-rag", "no-retrieval"))
+    rows = E.run_eval(built2, EXAMPLES, tmp_path)
+    assert engine2.roles() == ["answer_directly"] * 5
+    assert len(rows) == 10
+
+
+# ---------------------------------------------------------------- errors
+
+
+class Flaky(dspy.Module):
+    """Delegates to a program but raises on one question."""
+
+    def __init__(self, inner, bad_question):
+        super().__init__()
+        self.inner, self.bad = inner, bad_question
+
+    def forward(self, question):
+        if question == self.bad:
+            raise RuntimeError("store went away")
+        return self.inner(question=question)
+
+
+def test_an_error_on_one_question_is_recorded_and_counted_not_fatal(tmp_path):
+    built, _ = programs(("vanilla-rag", "no-retrieval"))
+    built["vanilla-rag"] = Flaky(built["vanilla-rag"], EXAMPLES[1].question)
+    rows = E.run_eval(built, EXAMPLES, tmp_path)
+    bad = [r for r in rows if not r["ok"]]
+    assert [(r["program"], r["id"]) for r in bad] == [("vanilla-rag", "q2")]
+    assert bad[0]["error"] == "RuntimeError: store went away"
+    s = E.summarize(rows)["programs"]
+    assert s["vanilla-rag"]["errors"] == 1 and s["vanilla-rag"]["questions"] == 5
+    assert s["vanilla-rag"]["answerable"] == 2  # averages leave the error out
+    assert s["vanilla-rag"]["f1"] == pytest.approx((1 + 0) / 2)
+    assert s["no-retrieval"]["errors"] == 0
+    # an errored pair counts as done: a rerun does not retry it
+    built2, engine2 = programs(("vanilla-rag", "no-retrieval"))
+    E.run_eval(built2, EXAMPLES, tmp_path)
+    assert engine2.calls == []
+
+
+# ---------------------------------------------------------------- reports
+
+
+def test_reports_are_written_with_table_json_and_plot(tmp_path):
+    built, _ = programs()
+    rows = E.run_eval(built, EXAMPLES, tmp_path)
+    summary = E.summarize(rows, list(built), {"run_id": "t1", "dataset": "five"})
+    paths = E.write_reports(tmp_path, summary)
+    data = json.loads(paths["summary_json"].read_text())
+    assert set(data["programs"]) == {"vanilla-rag", "no-retrieval", "graded-rag"}
+    md = paths["summary_md"].read_text()
+    assert "| program |" in md and "| graded-rag | 5 | 0 |" in md and "dataset: five" in md
+    png = paths["plot"].read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+    line = json.loads((tmp_path / E.RESULTS).read_text().splitlines()[0])
+    assert line["result"]["trace"] and line["usage"]["lm_calls"] == 1 and "scores" in line
+
+
+def test_support_judge_accuracy_on_labelled_examples(tmp_path):
+    built, _ = programs(("vanilla-rag", "graded-rag"))
+    support = [dspy.Example(id=f"s{i}", question="q", passages="[1] p", answer=a, support=label)
+               for i, (a, label) in enumerate([("Jane", "no"), ("x", "fully"), ("Jane", "fully")])]
+    rows = E.run_eval(built, EXAMPLES[:1], tmp_path, support_examples=support)
+    s = E.summarize(rows)["programs"]
+    assert s["graded-rag"]["support_accuracy"] == pytest.approx(2 / 3) and s["graded-rag"]["support_examples"] == 3
+    assert s["vanilla-rag"]["support_accuracy"] is None  # no judge to score
+
+
+# ---------------------------------------------------------------- programs, examples, knowledge base
+
+
+def test_parse_and_build_programs(tmp_path):
+    assert E.parse_programs("selfrag, vanilla-rag,selfrag") == ["selfrag", "vanilla-rag"]
+    for bad in ("bogus", "", "compiled:"):
+        with pytest.raises(ValueError):
+            E.parse_programs(bad)
+    assert isinstance(E.build_program("vanilla-rag", FixedRetriever()), VanillaRAG)
+    assert isinstance(E.build_program("no-retrieval", FixedRetriever()), NoRetrieval)
+    assert isinstance(E.build_program("graded-rag", FixedRetriever()), GradedRAG)
+    from programs.artifacts import ArtifactError
+
+    with pytest.raises(ArtifactError):
+        E.build_program(f"compiled:{tmp_path / 'missing.json'}", FixedRetriever())
+
+
+def test_compiled_program_loads_its_artifact(tmp_path):
+    from programs.artifacts import save_artifact
+
+    program = E.build_program("selfrag", FixedRetriever())
+    program.generate_answer.signature = program.generate_answer.signature.with_instructions("Compiled!")
+    save_artifact(program, tmp_path / "a.json")
+    loaded = E.build_program(f"compiled:{tmp_path / 'a.json'}", FixedRetriever())
+    assert loaded.generate_answer.signature.instructions == "Compiled!"
+
+
+def test_balanced_alternates_answerable_and_unanswerable():
+    picked = E.balanced(EXAMPLES, 4)
+    assert [e.id for e in picked] == ["q1", "q4", "q2", "q5"]
+    assert [e.id for e in E.balanced(EXAMPLES, 5)] == [e.id for e in EXAMPLES]
+    assert [e.id for e in E.balanced(EXAMPLES[:3], 2)] == ["q1", "q2"]
+
+
+DOCS = [("The Zephyr bridge opened in 1931.", {"doc_id": "d1", "title": "Zephyr"}),
+        ("Acme was founded by Jane Roe.", {"doc_id": "d2", "title": "Acme"}),
+        ("Oda trout are silver blue.", {"doc_id": "d3", "title": "Oda"})]
+
+
+@pytest.fixture
+def hash_kb_settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("SELFRAG_KB__EMBEDDING_MODEL", "hash")
+    monkeypatch.setenv("SELFRAG_KB__PATH", str(tmp_path / "kb"))
+    monkeypatch.chdir(tmp_path)
+    return resolve()
+
+
+def test_the_eval_knowledge_base_is_filled_once(hash_kb_settings):
+    from selfrag.wiring import build_knowledge_base
+
+    kb = build_knowledge_base(hash_kb_settings, collection="eval-test")
+    assert E.ensure_corpus(kb, DOCS) == 3
+    count = kb.count()
+    kb2 = build_knowledge_base(hash_kb_settings, collection="eval-test")
+    assert E.ensure_corpus(kb2, DOCS) == 0 and kb2.count() == count
+    assert E.ensure_corpus(kb2, DOCS + [("A fourth document.", {"doc_id": "d4"})]) == 1
+
+
+def write_dataset(path):
+    records = [{k: e[k] for k in ("id", "question", "answers", "answerable", "gold_doc_ids")} for e in EXAMPLES]
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    return path
+
+
+def test_evaluate_from_settings_builds_kb_runs_and_resumes(hash_kb_settings, tmp_path, monkeypatch):
+    monkeypatch.setattr("optimize.datasets.corpus_documents", lambda name: [(p.text, dict(p.metadata))
+                                                                           for p in (D1, D2, D3, DX)])
+    data = write_dataset(tmp_path / "five.jsonl")
+    lm, engine = scripted_lm(SCRIPT)
+    lms = (lm, None, dspy.JSONAdapter())
+    out, summary = E.evaluate(hash_kb_settings, str(data), ["vanilla-rag", "no-retrieval"], limit=4, run_id="r1",
+                              reports_dir=tmp_path / "reports", lms=lms)
+    assert out == tmp_path / "reports" / "r1"
+    assert summary["programs"]["vanilla-rag"]["questions"] == 4
+    assert summary["meta"]["collection"] == "eval-clapnq" and summary["meta"]["corpus_added"] == 4
+    assert {p.name for p in out.iterdir()} >= {"results.jsonl", "summary.json", "summary.md", "quality_vs_cost.png",
+                                               "config.json"}
+    calls = len(engine.calls)
+    assert calls == 8
+    # resume: same questions as the run started with (limit is ignored), the KB is not refilled
+    out, summary = E.evaluate(hash_kb_settings, str(data), ["vanilla-rag", "no-retrieval", "graded-rag"],
+                              limit=1, run_id="r1", reports_dir=tmp_path / "reports", lms=lms)
+    assert summary["meta"]["corpus_added"] == 0
+    assert summary["programs"]["graded-rag"]["questions"] == 4
+    assert engine.roles()[calls:].count("answer_directly") == 0  # finished pairs were not re-run
+
+
+def test_cli_eval_runs_and_prints_the_table(hash_kb_settings, tmp_path, monkeypatch):
+    from selfrag.cli.app import app
+
+    monkeypatch.setattr("optimize.datasets.corpus_documents", lambda name: [(p.text, dict(p.metadata))
+                                                                           for p in (D1, D2, D3, DX)])
+    lm, _ = scripted_lm(SCRIPT)
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
+    data = write_dataset(tmp_path / "five.jsonl")
+    runner = CliRunner()
+    result = runner.invoke(app, ["eval", "--dataset", str(data), "--programs", "vanilla-rag,no-retrieval",
+                                 "--run-id", "cli", "--reports", str(tmp_path / "rep")])
+    assert result.exit_code == 0, result.output
+    assert "| vanilla-rag | 5 | 0 |" in result.output
+    assert (tmp_path / "rep" / "cli" / "quality_vs_cost.png").stat().st_size > 0
+    bad = runner.invoke(app, ["eval", "--programs", "bogus"])
+    assert bad.exit_code == 2 and "unknown program" in bad.output
+
+
+def test_semantic_f1_is_judged_on_answered_answerable_questions_only(tmp_path, monkeypatch):
+    monkeypatch.setitem(fakes.ROLES, ("reasoning", "recall", "precision"), "semantic_f1")
+    monkeypatch.setitem(fakes.ROLES, ("recall", "precision"), "semantic_f1")
+    built, _ = programs(("vanilla-rag",))
+    judge_lm, judge_engine = scripted_lm({"semantic_f1": {"recall": 1.0, "precision": 0.5}})
+    judge = E.SemanticF1Judge(judge_lm, dspy.JSONAdapter())
+    rows = E.run_eval(built, EXAMPLES, tmp_path, semantic_f1=judge)
+    # answered answerable: q1, q2 (judged 2·1·0.5/1.5); q3 abstained → 0 without a call; q4, q5 unanswerable
+    assert judge_engine.count("semantic_f1") == 2
+    by_id = {r["id"]: r["scores"]["semantic_f1"] for r in rows}
+    assert by_id == {"q1": pytest.approx(2 / 3, abs=1e-4), "q2": pytest.approx(2 / 3, abs=1e-4), "q3": 0.0,
+                     "q4": None, "q5": None}
+    s = E.summarize(rows)["programs"]["vanilla-rag"]
+    assert s["semantic_f1"] == pytest.approx((2 / 3 + 2 / 3 + 0) / 3, abs=1e-4)
+    assert "sem F1" in E.render_markdown(E.summarize(rows))
+    assert E.summarize_program([])["semantic_f1"] is None
