@@ -465,6 +465,7 @@ class StageReport:
     seconds: float = 0.0
     cost: dict[str, int] = field(default_factory=dict)
     skipped: str | None = None
+    kept: str = "compiled"  # "uncompiled" when compiling lowered the dev score and was rolled back
 
 
 def compile_judgement(program: SelfRAG, judgement: str, *, optimizer: str = "bootstrap", train: int | None = 50,
@@ -472,8 +473,11 @@ def compile_judgement(program: SelfRAG, judgement: str, *, optimizer: str = "boo
                       critic_lm: dspy.BaseLM | None = None, adapter: dspy.Adapter | None = None,
                       reflection_lm: dspy.LM | None = None, reporter: Reporter | None = None,
                       meter: UsageMeter | None = None, loader: Callable | None = None,
-                      seed: int = SEED) -> tuple[StageReport, dict[str, Any]]:
+                      seed: int = SEED, keep_if_better: bool = True) -> tuple[StageReport, dict[str, Any]]:
     """Compile one judgement of ``program`` in place; returns its report and the optimizer parameters.
+
+    With ``keep_if_better`` (default) and a dev set, a compile that lowers the dev score is rolled back
+    (``report.kept == "uncompiled"``): the artifact never carries a judge made worse by compiling.
 
     The judge runs with ``critic_lm`` (default: the program's critic LM) and ``adapter`` (default: the
     program's), exactly as SelfRAG calls it.
@@ -498,6 +502,7 @@ def compile_judgement(program: SelfRAG, judgement: str, *, optimizer: str = "boo
     if adapter is not None:
         context["adapter"] = adapter
     with dspy.context(**context):
+        original_state = target.dump_state()
         student = JudgementModule(spec.predictor, target.deepcopy())
         student.predictor.reset()
         old_instructions = student.predictor.signature.instructions
@@ -522,6 +527,10 @@ def compile_judgement(program: SelfRAG, judgement: str, *, optimizer: str = "boo
             report.after, report.dev_errors_after = round(after.score, 4), after.errors
             report.confusion_after = after.confusion
             reporter.log(f"{judgement}: dev after = {after.score:.3f} ({after.n} examples, {after.seconds:.0f} s)")
+            if keep_if_better and report.before is not None and report.after < report.before:
+                target.load_state(original_state)  # never ship a judge that compiling made worse on dev
+                report.kept = "uncompiled"
+                reporter.log(f"{judgement}: compiling lowered dev accuracy; kept the uncompiled predictor")
     report.demos = {spec.predictor: len(target.demos)}
     report.instructions_changed = {spec.predictor: target.signature.instructions != old_instructions}
     report.seconds = round(time.perf_counter() - start, 2)

@@ -56,6 +56,7 @@ def save_artifact(program: dspy.Module, path: Path | str, manifest: dict[str, An
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(payload, fh, ensure_ascii=False, indent=1, default=str)
+    os.chmod(tmp, 0o644)  # mkstemp makes 0600; an artifact is meant to be shared
     os.replace(tmp, path)
     return path
 

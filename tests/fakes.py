@@ -16,7 +16,7 @@ from selfrag.types import Passage, WebSearchError
 # Which judgement a request is for, told by its output fields (the adapter lists them in the system prompt).
 ROLES = {
     ("decision",): "retrieve_decision",
-    ("relevance",): "grade_relevance",
+    ("passage_topic", "relevance"): "grade_relevance",
     ("support",): "judge_support",
     ("usefulness",): "judge_usefulness",
     ("query",): "rewrite_query",
@@ -26,6 +26,9 @@ ROLES = {
     ("keep",): "filter_strip",
     ("web_query",): "rewrite_web_query",
 }
+
+# Free-text "scratch" outputs a script may leave out; the engine fills them so scripts stay about verdicts.
+SCRATCH_DEFAULTS = {"passage_topic": "the passage's subject"}
 
 Reply = dict[str, Any] | str | Callable[[dict[str, str]], "dict[str, Any] | str"]
 
@@ -73,6 +76,9 @@ class ScriptedEngine:
             raise AssertionError(f"no scripted reply for {role}")
         if callable(reply):
             reply = reply(inputs)
+        if isinstance(reply, dict):
+            fields = _output_fields(system)
+            reply = {**{k: v for k, v in SCRATCH_DEFAULTS.items() if k in fields}, **reply}
         text = reply if isinstance(reply, str) else json.dumps(reply)
         return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]), finish_reason="stop",
                         usage=Usage(input_tokens=self.prompt_tokens, output_tokens=self.completion_tokens,

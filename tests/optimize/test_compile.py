@@ -89,7 +89,7 @@ def test_demos_land_in_the_artifact(compiled):
     result, _ = compiled
     payload = read_artifact(result.artifact)
     assert payload["program"] == "SelfRAG"
-    for name, fields in (("grade_relevance", {"question", "passage", "relevance"}),
+    for name, fields in (("grade_relevance", {"question", "passage", "passage_topic", "relevance"}),
                          ("judge_support", {"question", "passages", "answer", "support"})):
         demos = payload["state"][name]["demos"]
         assert len(demos) == 3
@@ -176,7 +176,7 @@ def test_dev_scores_are_measured_before_and_after(tmp_path):
         engine.calls.append((ROLES.get(fields, "?"), {}))
         inp = _inputs(request.messages[-1].text)
         relevant = has_demos and _overlap(inp["question"], inp["passage"]) > 2
-        text = json.dumps({"relevance": "relevant" if relevant else "irrelevant"})
+        text = json.dumps({"passage_topic": "t", "relevance": "relevant" if relevant else "irrelevant"})
         return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]), finish_reason="stop",
                         usage=Usage(input_tokens=10, output_tokens=5, total_tokens=15))
 
@@ -187,6 +187,29 @@ def test_dev_scores_are_measured_before_and_after(tmp_path):
     dev = sample_split("relevance", "dev", 10)
     assert score["before"] == sum(ex.relevance == "irrelevant" for ex in dev) / 10  # no demos: always "irrelevant"
     assert score["after"] > score["before"]
+
+
+def test_a_compile_that_lowers_dev_accuracy_is_rolled_back(tmp_path):
+    """A judge that is right without demos and wrong with them: the artifact keeps the uncompiled judge."""
+    lms, engine = fake_lms()
+    dev = sample_split("relevance", "dev", 10)
+    gold = {ex.question + ex.passage[:40]: ex.relevance for ex in sample_split("relevance", "train", 10) + dev}
+
+    def complete(request):
+        inp = _inputs(request.messages[-1].text)
+        label = gold.get(inp["question"] + inp["passage"][:40], "relevant")
+        if len(request.messages) > 1:  # demos in the prompt: flip the verdict
+            label = "irrelevant" if label == "relevant" else "relevant"
+        text = json.dumps({"passage_topic": "t", "relevance": label})
+        return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]), finish_reason="stop",
+                        usage=Usage(input_tokens=10, output_tokens=5, total_tokens=15))
+
+    engine.complete = complete
+    result = compile_program(Settings(), optimizer="bootstrap", judgements="relevance", train=10, dev=10, budget=2,
+                             name="t", out_dir=tmp_path, lms=lms)
+    stage = next(s for s in result.manifest["stages"] if s["name"] == "relevance")
+    assert stage["after"] < stage["before"] and stage["kept"] == "uncompiled"
+    assert read_artifact(result.artifact)["state"]["grade_relevance"]["demos"] == []
 
 
 # ---------------------------------------------------------------- other optimizers, end to end, helpers

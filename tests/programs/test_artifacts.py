@@ -86,3 +86,15 @@ def test_missing_and_corrupt_files_are_refused(tmp_path):
     other.write_text(json.dumps({"hello": 1}))
     with pytest.raises(ArtifactError, match="not a selfrag artifact"):
         read_artifact(other)
+
+
+def test_shipped_default_artifact_matches_the_current_program():
+    """The artifact the CLI loads by default must have been compiled for these signatures."""
+    from selfrag.wiring import DEFAULT_ARTIFACT
+
+    if not DEFAULT_ARTIFACT.is_file():
+        pytest.skip("no compiled default artifact is shipped")
+    rag = load_state_into(program(), DEFAULT_ARTIFACT)
+    payload = read_artifact(DEFAULT_ARTIFACT)
+    assert payload["manifest"]["scores"]  # compiled with measured dev scores
+    assert any(p.demos for _, p in rag.named_predictors())
