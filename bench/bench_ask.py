@@ -49,7 +49,7 @@ def main() -> None:
             table.add_row(q, r.answer[:80], str(r.retrieved), str(r.abstained), str(r.supported),
                           str(r.usage.lm_calls), str(r.usage.prompt_tokens), str(r.usage.completion_tokens),
                           f"{r.seconds:.1f}")
-        Console().print(table)
+        Console(width=220).print(table)
         Console().print(f"set-up (KB build + demo ingest + program wiring): {setup:.1f} s")
 
 
