@@ -574,14 +574,17 @@ def main(argv: Iterable[str] | None = None) -> None:
     b.add_argument("--limit", type=int, default=None)
     sub.add_parser("verify", help="check data/splits against its manifest")
     args = parser.parse_args(list(argv) if argv is not None else None)
+    from rich.console import Console
+
+    console = Console()
     if args.cmd == "build":
         m = build_splits(args.datasets_dir, args.out_dir, limit=args.limit)
         for rel, meta in m["files"].items():
-            print(f"{rel:28s} {meta['count']:4d}")
-        print("dataset_hash", m["dataset_hash"])
+            console.print(f"{rel:28s} {meta['count']:4d}")
+        console.print(f"dataset_hash {m['dataset_hash']}")
     else:
         bad = verify_manifest()
-        print("ok" if not bad else "mismatch: " + ", ".join(bad))
+        console.print("ok" if not bad else "mismatch: " + ", ".join(bad))
         raise SystemExit(1 if bad else 0)
 
 

@@ -53,7 +53,7 @@ def test_missing_path_raises(tmp_path):
 
 
 def test_pdf_text_is_extracted(tmp_path):
-    pypdf = pytest.importorskip("pypdf")
+    import pypdf
     from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
     writer = pypdf.PdfWriter()

@@ -247,7 +247,7 @@ def test_saved_program_state_never_holds_the_model(tmp_path):
 
 def test_ram_cache_entries_hold_no_logits_buffer(monkeypatch):
     """save/load_state see a one-row logits view, so cache entries are the KV state only."""
-    np = pytest.importorskip("numpy")
+    import numpy as np
     pytest.importorskip("llama_cpp")
 
     class StatefulFake(FakeLlama):

@@ -217,8 +217,6 @@ def test_a_compile_that_lowers_dev_accuracy_is_rolled_back(tmp_path):
 
 @pytest.mark.parametrize("optimizer, budget", [("random-search", 2), ("mipro", 4), ("gepa", 12)])
 def test_other_optimizers_compile_with_a_fake_lm(tmp_path, optimizer, budget):
-    if optimizer == "mipro":
-        pytest.importorskip("optuna")
     lms, engine = fake_lms()
     result = compile_program(Settings(), optimizer=optimizer, judgements="support", train=8, dev=4,
                              budget=budget, name=optimizer, out_dir=tmp_path, lms=lms)
