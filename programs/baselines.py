@@ -25,7 +25,7 @@ import time
 
 import dspy
 
-from programs.common import lm_scope, parallel_map
+from programs.common import RAGModule, parallel_map
 from programs.selfrag import ABSTAIN_ANSWER, format_passages, passage_ref
 from programs.tracing import Tracer
 from selfrag.settings import ProgramSettings
@@ -33,31 +33,10 @@ from selfrag.types import Citation, Passage, Retriever, SelfRAGResult, WebSearch
 from signatures import AnswerDirectly, GenerateAnswer, GradeRelevance, JudgeSupport
 
 
-class _Baseline(dspy.Module):
+class _Baseline(RAGModule):
     """Shared constructor (same arguments as SelfRAG), LM scoping, retrieval and result assembly."""
 
-    def __init__(self, retriever: Retriever | None = None, web_search: WebSearch | None = None,
-                 config: ProgramSettings | None = None, generator_lm: dspy.BaseLM | None = None,
-                 critic_lm: dspy.BaseLM | None = None, adapter: dspy.Adapter | None = None):
-        super().__init__()
-        if retriever is not None and not isinstance(retriever, Retriever):
-            raise TypeError(f"retriever must implement retrieve(query, k, filters); got {type(retriever).__name__}")
-        if web_search is not None and not isinstance(web_search, WebSearch):
-            raise TypeError(f"web_search must implement search(query, max_results); got {type(web_search).__name__}")
-        self.retriever = retriever
-        self.web_search = web_search
-        self.config = config or ProgramSettings()
-        self.generator_lm = generator_lm
-        self.critic_lm = critic_lm or generator_lm
-        self.adapter = adapter
-
-    def _critic(self, tracer: Tracer, step: str, predictor, field: str, **inputs):
-        with lm_scope(self.critic_lm, self.adapter):
-            return tracer.call(step, predictor, field, **inputs)
-
-    def _generator(self, tracer: Tracer, step: str, predictor, field: str, **inputs):
-        with lm_scope(self.generator_lm, self.adapter):
-            return tracer.call(step, predictor, field, **inputs)
+    requires_retriever = False  # NoRetrieval runs without one
 
     @staticmethod
     def _question(question: str) -> str:

@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 
 import dspy
 
-from selfrag.types import Passage
+from programs.tracing import Tracer
+from selfrag.settings import ProgramSettings
+from selfrag.types import Passage, Retriever, WebSearch
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -56,3 +58,42 @@ def quoted_passage(p: Passage) -> Passage:
     if meta.get("title"):
         meta["title"] = quote_safe(str(meta["title"]))
     return p.model_copy(update={"text": quote_safe(p.text), "metadata": meta})
+
+
+class RAGModule(dspy.Module):
+    """What every program here shares: its components as constructor arguments (validated), and
+    judgement calls scoped to the critic or generator LM and recorded by a :class:`Tracer`.
+
+    Subclasses add their named predictors after ``super().__init__(...)``.
+    """
+
+    requires_retriever = True
+
+    def __init__(
+        self,
+        retriever: Retriever | None = None,
+        web_search: WebSearch | None = None,
+        config: ProgramSettings | None = None,
+        generator_lm: dspy.BaseLM | None = None,
+        critic_lm: dspy.BaseLM | None = None,
+        adapter: dspy.Adapter | None = None,
+    ):
+        super().__init__()
+        if (retriever is not None or self.requires_retriever) and not isinstance(retriever, Retriever):
+            raise TypeError(f"retriever must implement retrieve(query, k, filters); got {type(retriever).__name__}")
+        if web_search is not None and not isinstance(web_search, WebSearch):
+            raise TypeError(f"web_search must implement search(query, max_results); got {type(web_search).__name__}")
+        self.retriever = retriever
+        self.web_search = web_search
+        self.config = config or ProgramSettings()
+        self.generator_lm = generator_lm
+        self.critic_lm = critic_lm or generator_lm
+        self.adapter = adapter
+
+    def _critic(self, tracer: Tracer, step: str, predictor, field: str, **inputs):
+        with lm_scope(self.critic_lm, self.adapter):
+            return tracer.call(step, predictor, field, **inputs)
+
+    def _generator(self, tracer: Tracer, step: str, predictor, field: str, config=None, **inputs):
+        with lm_scope(self.generator_lm, self.adapter):
+            return tracer.call(step, predictor, field, config=config, **inputs)

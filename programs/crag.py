@@ -22,7 +22,7 @@ import time
 
 import dspy
 
-from programs.common import lm_scope, parallel_map, quote_safe, quoted_passage
+from programs.common import RAGModule, parallel_map, quote_safe, quoted_passage
 from programs.routing import (
     crag_action,
     crag_usable,
@@ -84,7 +84,7 @@ def select_strips(passages: list[Passage], max_strips: int) -> tuple[list[tuple[
     return chosen, total - len(chosen)
 
 
-class CorrectiveRAG(dspy.Module):
+class CorrectiveRAG(RAGModule):
     """Corrective retrieval-augmented generation over a retriever, with an optional web search.
 
     Same constructor and output contract as :class:`programs.selfrag.SelfRAG`: the prediction has
@@ -110,17 +110,7 @@ class CorrectiveRAG(dspy.Module):
         critic_lm: dspy.BaseLM | None = None,
         adapter: dspy.Adapter | None = None,
     ):
-        super().__init__()
-        if not isinstance(retriever, Retriever):
-            raise TypeError(f"retriever must implement retrieve(query, k, filters); got {type(retriever).__name__}")
-        if web_search is not None and not isinstance(web_search, WebSearch):
-            raise TypeError(f"web_search must implement search(query, max_results); got {type(web_search).__name__}")
-        self.retriever = retriever
-        self.web_search = web_search
-        self.config = config or ProgramSettings()
-        self.generator_lm = generator_lm
-        self.critic_lm = critic_lm or generator_lm
-        self.adapter = adapter
+        super().__init__(retriever, web_search, config, generator_lm, critic_lm, adapter)
 
         self.evaluate_retrieval = dspy.Predict(EvaluateRetrieval)
         self.filter_strip = dspy.Predict(FilterStrip)
@@ -129,14 +119,6 @@ class CorrectiveRAG(dspy.Module):
         self.judge_support = dspy.Predict(JudgeSupport)
 
     # ------------------------------------------------------------------ plumbing
-    def _critic(self, tracer: Tracer, step: str, predictor, field: str, **inputs):
-        with lm_scope(self.critic_lm, self.adapter):
-            return tracer.call(step, predictor, field, **inputs)
-
-    def _generator(self, tracer: Tracer, step: str, predictor, field: str, config=None, **inputs):
-        with lm_scope(self.generator_lm, self.adapter):
-            return tracer.call(step, predictor, field, config=config, **inputs)
-
     def _format(self, passages: list[Passage]) -> str:
         """Numbered «…» passages with the delimiters neutralised inside the quoted text."""
         return format_passages([quoted_passage(p) for p in passages], self.config.passage_chars)

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import dspy
 
-from programs.common import lm_scope, parallel_map, quote_safe
+from programs.common import RAGModule, parallel_map, quote_safe
 from programs.routing import route_after_critique, route_after_grading, route_retrieval
 from programs.scoring import Candidate, pick_best
 from programs.tracing import Tracer
@@ -52,7 +52,7 @@ def passage_ref(p: Passage) -> str:
     return str(p.metadata.get("doc_id") or p.id)
 
 
-class SelfRAG(dspy.Module):
+class SelfRAG(RAGModule):
     """Self-reflective RAG over a retriever, with an optional web search.
 
     Args:
@@ -73,17 +73,7 @@ class SelfRAG(dspy.Module):
         critic_lm: dspy.BaseLM | None = None,
         adapter: dspy.Adapter | None = None,
     ):
-        super().__init__()
-        if not isinstance(retriever, Retriever):
-            raise TypeError(f"retriever must implement retrieve(query, k, filters); got {type(retriever).__name__}")
-        if web_search is not None and not isinstance(web_search, WebSearch):
-            raise TypeError(f"web_search must implement search(query, max_results); got {type(web_search).__name__}")
-        self.retriever = retriever
-        self.web_search = web_search
-        self.config = config or ProgramSettings()
-        self.generator_lm = generator_lm
-        self.critic_lm = critic_lm or generator_lm
-        self.adapter = adapter
+        super().__init__(retriever, web_search, config, generator_lm, critic_lm, adapter)
 
         self.decide_retrieval = dspy.Predict(RetrieveDecision)
         self.grade_relevance = dspy.Predict(GradeRelevance)
@@ -94,14 +84,6 @@ class SelfRAG(dspy.Module):
         self.judge_usefulness = dspy.Predict(JudgeUsefulness)
 
     # ------------------------------------------------------------------ plumbing
-    def _critic(self, tracer: Tracer, step: str, predictor, field: str, **inputs):
-        with lm_scope(self.critic_lm, self.adapter):
-            return tracer.call(step, predictor, field, **inputs)
-
-    def _generator(self, tracer: Tracer, step: str, predictor, field: str, config=None, **inputs):
-        with lm_scope(self.generator_lm, self.adapter):
-            return tracer.call(step, predictor, field, config=config, **inputs)
-
     def _map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         return parallel_map(fn, items, self.config.num_threads)
 
