@@ -77,9 +77,9 @@ from optimize.metrics import (  # noqa: E402
     usefulness_side,
 )
 from programs.artifacts import PROGRAM_VERSION, save_artifact, signature_hash  # noqa: E402
-from programs.common import quote_safe  # noqa: E402
+from programs.base import quote_safe  # noqa: E402
 from programs.selfrag import SelfRAG, format_passages  # noqa: E402
-from selfrag.types import Passage  # noqa: E402
+from programs.types import Passage  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -675,7 +675,9 @@ def compile_program(settings: Any, *, optimizer: str = "bootstrap", judgements: 
     out_dir = Path(out_dir) if out_dir is not None else ARTIFACTS_DIR
     reporter = reporter or Reporter()
 
-    wiring.quiet_environment()
+    from selfrag.paths import offline_environment
+
+    offline_environment()
     generator, critic, adapter = lms if lms is not None else wiring.build_lms(settings)
     critic_lm = critic or generator
     reflection_lm = None

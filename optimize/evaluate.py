@@ -212,7 +212,7 @@ class SemanticF1Judge:
     def __call__(self, example: Any, pred: Any) -> float | None:
         from dspy.evaluate.auto_evaluation import f1_score
 
-        from programs.common import lm_scope
+        from programs.base import lm_scope
 
         golds = M._golds(example)
         if not bool(M._get(example, "answerable", True)) or not golds:
@@ -259,7 +259,7 @@ def run_one(program: dspy.Module, name: str, example: Any,
 
 def run_support_one(program: dspy.Module, name: str, example: Any) -> dict[str, Any] | None:
     """The program's support judge on one labelled ``support`` example; None if it has no judge."""
-    from programs.common import lm_scope
+    from programs.base import lm_scope
     from programs.tracing import Tracer
 
     judge = getattr(program, "judge_support", None)
@@ -552,9 +552,10 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[str], *, limit: int
     ``settings``, run them (resuming ``run_id`` when its folder exists: the examples are the ones the
     run started with) and write the reports. Returns ``(out_dir, summary)``."""
     from optimize.datasets import corpus_documents, load_split
-    from selfrag.wiring import build_knowledge_base, build_lms, build_web, quiet_environment
+    from selfrag.paths import offline_environment
+    from selfrag.wiring import build_knowledge_base, build_lms, build_web
 
-    quiet_environment()
+    offline_environment()
     names = parse_programs(programs)
     run_id = run_id or new_run_id()
     out_dir = Path(reports_dir) / run_id

@@ -15,7 +15,7 @@ Judgement metrics compare one output field with the label of the example built b
   label in the data is 1, 4 or 5.
 
 End-to-end metrics read the program's prediction fields ``answer: str``, ``abstained: bool`` and
-``cited_doc_ids: list[str]`` (a :class:`selfrag.types.SelfRAGResult` with ``citations`` also works):
+``cited_doc_ids: list[str]`` (a :class:`programs.types.RAGResult` with ``citations`` also works):
 
 - ``exact_match`` / ``answer_f1``: SQuAD normalisation (lower case, drop punctuation and English
   articles, collapse whitespace) and bag-of-tokens F1 for English. If either side contains CJK
@@ -132,7 +132,7 @@ def _answer(pred: Any) -> str:
 
 
 def cited_ids(pred: Any) -> list[str]:
-    """``pred.cited_doc_ids``, or the ids of ``pred.citations`` objects (SelfRAGResult)."""
+    """``pred.cited_doc_ids``, or the ids of ``pred.citations`` objects (RAGResult)."""
     ids = _get(pred, "cited_doc_ids")
     if ids is None:
         ids = [_get(c, "id") for c in (_get(pred, "citations") or []) if not isinstance(c, int)]

@@ -1,7 +1,7 @@
 """Baselines for the dev-set evaluation, with the same contract as :class:`programs.selfrag.SelfRAG`.
 
 Each ``forward(question)`` returns a ``dspy.Prediction`` with ``answer``, ``abstained``,
-``cited_doc_ids`` and ``result`` (a :class:`SelfRAGResult` with the trace and usage), recorded with
+``cited_doc_ids`` and ``result`` (a :class:`RAGResult` with the trace and usage), recorded with
 the same :class:`~programs.tracing.Tracer`, so the harness scores all programs alike.
 
 - :class:`VanillaRAG`: retrieve ``config.k`` passages → one :class:`~signatures.GenerateAnswer` call.
@@ -25,11 +25,11 @@ import time
 
 import dspy
 
-from programs.common import RAGModule, parallel_map
+from programs.base import RAGModule, parallel_map
 from programs.selfrag import ABSTAIN_ANSWER, format_passages, passage_ref
 from programs.tracing import Tracer
-from selfrag.settings import ProgramSettings
-from selfrag.types import Citation, Passage, Retriever, SelfRAGResult, WebSearch
+from programs.settings import ProgramSettings
+from programs.types import Citation, Passage, Retriever, RAGResult, WebSearch
 from signatures import AnswerDirectly, GenerateAnswer, GradeRelevance, JudgeSupport
 
 
@@ -88,7 +88,7 @@ class _Baseline(RAGModule):
         if abstained:
             tracer.note("abstain", ABSTAIN_ANSWER)
             cited, supported = [], None
-        result = SelfRAGResult(
+        result = RAGResult(
             question=question,
             answer=ABSTAIN_ANSWER if answer is None else answer,
             citations=[Citation(id=p.id, source=p.source, title=p.title, snippet=p.text[:200]) for p in cited],

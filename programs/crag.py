@@ -22,7 +22,7 @@ import time
 
 import dspy
 
-from programs.common import RAGModule, parallel_map, quote_safe, quoted_passage
+from programs.base import RAGModule, parallel_map, quote_safe, quoted_passage
 from programs.routing import (
     crag_action,
     crag_usable,
@@ -33,10 +33,10 @@ from programs.routing import (
 from programs.scoring import Candidate, pick_best
 from programs.selfrag import ABSTAIN_ANSWER, format_passages
 from programs.tracing import Tracer
-from selfrag.settings import ProgramSettings
-from selfrag.types import Citation, Passage, Retriever, SelfRAGResult, TraceStep, WebSearch
-from selfrag.web.guard import STEP as WEB_STEP
-from selfrag.web.guard import WebBudget, error_kind
+from programs.settings import ProgramSettings
+from programs.types import Citation, Passage, Retriever, RAGResult, TraceStep, WebSearch
+from programs.web_budget import STEP as WEB_STEP
+from programs.web_budget import WebBudget, error_kind
 from signatures import EvaluateRetrieval, FilterStrip, GenerateAnswer, JudgeSupport, RewriteWebQuery
 
 logger = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class CorrectiveRAG(RAGModule):
     """Corrective retrieval-augmented generation over a retriever, with an optional web search.
 
     Same constructor and output contract as :class:`programs.selfrag.SelfRAG`: the prediction has
-    ``answer``, ``abstained``, ``cited_doc_ids`` and ``result`` (a :class:`SelfRAGResult` with the
+    ``answer``, ``abstained``, ``cited_doc_ids`` and ``result`` (a :class:`RAGResult` with the
     trace and usage). Web passages are cited with their URL (``Citation.source``).
 
     Args:
@@ -279,7 +279,7 @@ class CorrectiveRAG(RAGModule):
         citations = [] if best is None else [
             Citation(id=p.id, source=p.source, title=p.title, snippet=p.text[:200]) for p in best.cited
         ]
-        result = SelfRAGResult(
+        result = RAGResult(
             question=question,
             answer=ABSTAIN_ANSWER if best is None else best.answer,
             citations=citations,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from selfrag.types import Passage
+from programs.types import Passage
 
 SUPPORT_VALUE = {"fully": 1.0, "partially": 0.5, "no": 0.0}
 USEFULNESS_VALUE = {1: -1.0, 2: -0.5, 3: 0.0, 4: 0.5, 5: 1.0}

@@ -13,12 +13,12 @@ from typing import TypeVar
 
 import dspy
 
-from programs.common import RAGModule, parallel_map, quote_safe
+from programs.base import RAGModule, parallel_map, quote_safe
 from programs.routing import route_after_critique, route_after_grading, route_retrieval
 from programs.scoring import Candidate, pick_best
 from programs.tracing import Tracer
-from selfrag.settings import ProgramSettings
-from selfrag.types import Citation, Passage, Retriever, SelfRAGResult, WebSearch, WebSearchError
+from programs.settings import ProgramSettings
+from programs.types import Citation, Passage, Retriever, RAGResult, WebSearch, WebSearchError
 from signatures import (
     AnswerDirectly,
     GenerateAnswer,
@@ -258,7 +258,7 @@ class SelfRAG(RAGModule):
         citations = [] if best is None else [
             Citation(id=p.id, source=p.source, title=p.title, snippet=p.text[:200]) for p in best.cited
         ]
-        result = SelfRAGResult(
+        result = RAGResult(
             question=question,
             answer=ABSTAIN_ANSWER if best is None else best.answer,
             citations=citations,

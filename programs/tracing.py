@@ -12,7 +12,7 @@ import dspy
 from dspy.utils.callback import BaseCallback
 from dspy.utils.usage_tracker import track_usage
 
-from selfrag.types import TraceStep, Usage
+from programs.types import TraceStep, Usage
 
 logger = logging.getLogger(__name__)
 

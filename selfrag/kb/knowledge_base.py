@@ -17,7 +17,7 @@ from selfrag.kb.loaders import Document, load_paths
 from selfrag.kb.retriever import BM25Retriever, DenseRetriever, HybridRetriever
 from selfrag.kb.store import ChromaStore, ids_fingerprint
 from selfrag.settings import RetrievalSettings
-from selfrag.types import Passage, Retriever
+from programs.types import Passage, Retriever
 
 log = logging.getLogger(__name__)
 

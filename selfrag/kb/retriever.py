@@ -1,4 +1,4 @@
-"""Retrievers over one collection, all satisfying :class:`selfrag.types.Retriever`:
+"""Retrievers over one collection, all satisfying :class:`programs.types.Retriever`:
 dense (Chroma nearest neighbours), BM25 (bm25s) and hybrid (weighted RRF of the two)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from selfrag.kb.filters import matches, validate_where
 from selfrag.kb.fusion import weighted_rrf
 from selfrag.kb.bm25 import BM25Index
 from selfrag.kb.store import ChromaStore
-from selfrag.types import Passage
+from programs.types import Passage
 
 log = logging.getLogger(__name__)
 

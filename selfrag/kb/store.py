@@ -14,7 +14,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from selfrag.types import Passage
+from programs.types import Passage
 
 log = logging.getLogger(__name__)
 

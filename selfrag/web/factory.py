@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from selfrag.settings import WebSettings
-from selfrag.types import WebSearch
+from programs.types import WebSearch
 from selfrag.web.offline import OfflineWebSearch, SupportsRetrieve
 from selfrag.web.tavily import TavilySearch
 

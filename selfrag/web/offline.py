@@ -18,7 +18,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Protocol
 
-from selfrag.types import Passage, WebSearchError
+from programs.types import Passage, WebSearchError
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def pseudo_url(collection: str, doc: str) -> str:
 
 
 class OfflineWebSearch:
-    """:class:`~selfrag.types.WebSearch` over a local retriever; raises ``WebSearchError`` on failure.
+    """:class:`~programs.types.WebSearch` over a local retriever; raises ``WebSearchError`` on failure.
 
     A passage keeps its text and score; its metadata gains ``url`` (kept if it already is one, else a
     pseudo-URL from its document id or title), ``title``, ``source`` (= url) and ``origin = "web"``.

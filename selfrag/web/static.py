@@ -6,7 +6,7 @@ import logging
 import re
 from collections.abc import Iterable
 
-from selfrag.types import Passage, WebSearchError
+from programs.types import Passage, WebSearchError
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ def tokens(text: str) -> set[str]:
 
 
 class StaticWebSearch:
-    """:class:`~selfrag.types.WebSearch` over fixed passages; score = shared tokens / query tokens.
+    """:class:`~programs.types.WebSearch` over fixed passages; score = shared tokens / query tokens.
 
     Passages without a URL get ``static://<id>``; every result carries ``origin = "web"``. Passages
     sharing no token with the query are not returned; no result at all raises ``WebSearchError("empty")``.

@@ -1,6 +1,6 @@
 """Tavily web search through ``tavily-python`` (which speaks HTTP with ``requests``).
 
-Every failure becomes a :class:`~selfrag.types.WebSearchError` whose ``kind`` tells the caller
+Every failure becomes a :class:`~programs.types.WebSearchError` whose ``kind`` tells the caller
 what went wrong:
 
 - ``no_key``: no API key was given (nothing is sent);
@@ -32,7 +32,7 @@ import requests
 from tavily import TavilyClient
 from tavily import errors as tavily_errors
 
-from selfrag.types import Passage, WebSearchError
+from programs.types import Passage, WebSearchError
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def url_id(url: str) -> str:
 
 
 class TavilySearch:
-    """:class:`~selfrag.types.WebSearch` over the Tavily API.
+    """:class:`~programs.types.WebSearch` over the Tavily API.
 
     ``api_key`` may be ``None``: the object is still built (so a program can run on its knowledge base
     alone) and every ``search`` raises ``WebSearchError("no_key", ...)`` without touching the network.

@@ -26,7 +26,7 @@ def workspace(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SELFRAG_KB__PATH", str(tmp_path / "kb"))
     monkeypatch.setenv("SELFRAG_KB__EMBEDDING_MODEL", "hash")
-    monkeypatch.setattr("selfrag.wiring.DEFAULT_ARTIFACT", tmp_path / "no-default-artifact.json")
+    monkeypatch.setattr("selfrag.paths.default_artifact", lambda: tmp_path / "no-default-artifact.json")
     lm, engine = scripted_lm(SCRIPT)
     monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
     return engine

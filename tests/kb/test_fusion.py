@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from selfrag.kb.fusion import weighted_rrf
-from selfrag.types import Passage
+from programs.types import Passage
 
 
 def P(i: str) -> Passage:

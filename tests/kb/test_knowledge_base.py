@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from selfrag.kb.ingest import chunk_id
-from selfrag.types import Passage, Retriever
+from programs.types import Passage, Retriever
 
 REQUIRED = {"source", "title", "chunk_index", "content_hash", "language"}
 

@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from optimize import evaluate as E
 from programs.baselines import GradedRAG, NoRetrieval, VanillaRAG
-from selfrag.settings import ProgramSettings, resolve
+from programs.settings import ProgramSettings
+from selfrag.settings import resolve
 from tests import fakes
 from tests.fakes import passage, scripted_lm
 

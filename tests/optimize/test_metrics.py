@@ -78,9 +78,9 @@ def test_citation_hit():
 
 
 def test_citation_ids_from_selfrag_result_citations():
-    from selfrag.types import Citation, SelfRAGResult
+    from programs.types import Citation, RAGResult
 
-    r = SelfRAGResult(question="q", answer="a", citations=[Citation(id="cmrc:TRIAL_1")])
+    r = RAGResult(question="q", answer="a", citations=[Citation(id="cmrc:TRIAL_1")])
     assert M.cited_ids(r) == ["cmrc:TRIAL_1"]
     e = ex(question="q", answerable=True, gold_doc_ids=["cmrc:TRIAL_1"])
     assert M.citation_hit(e, r) == 1.0

@@ -90,7 +90,9 @@ def test_missing_and_corrupt_files_are_refused(tmp_path):
 
 def test_shipped_default_artifact_matches_the_current_program():
     """The artifact the CLI loads by default must have been compiled for these signatures."""
-    from selfrag.wiring import DEFAULT_ARTIFACT
+    from selfrag.paths import default_artifact
+
+    DEFAULT_ARTIFACT = default_artifact()
 
     assert DEFAULT_ARTIFACT.is_file(), "the repository ships artifacts/default.json"
     rag = load_state_into(program(), DEFAULT_ARTIFACT)

@@ -5,8 +5,8 @@ import pytest
 
 from programs.baselines import BASELINES, GradedRAG, NoRetrieval, VanillaRAG
 from programs.selfrag import ABSTAIN_ANSWER, SelfRAG
-from selfrag.settings import ProgramSettings
-from selfrag.types import SelfRAGResult
+from programs.settings import ProgramSettings
+from programs.types import RAGResult
 from tests.fakes import FakeWeb, ListRetriever, passage, scripted_lm
 
 KB = [
@@ -35,7 +35,7 @@ def build(cls, script, web=None, **kw):
 
 
 def check_contract(pred):
-    assert isinstance(pred.result, SelfRAGResult)
+    assert isinstance(pred.result, RAGResult)
     assert pred.answer == pred.result.answer and pred.abstained == pred.result.abstained
     assert pred.result.usage.lm_calls == sum(s.lm_calls for s in pred.result.trace)
     if pred.abstained:

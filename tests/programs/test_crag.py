@@ -7,8 +7,8 @@ from pydantic import ValidationError
 from programs.crag import CorrectiveRAG, select_strips, split_strips
 from programs.routing import crag_action, crag_usable, route_after_refinement, route_after_web_round
 from programs.selfrag import ABSTAIN_ANSWER
-from selfrag.settings import ProgramSettings
-from selfrag.types import SelfRAGResult, WebSearchError
+from programs.settings import ProgramSettings
+from programs.types import RAGResult, WebSearchError
 from tests.fakes import FakeWeb, ListRetriever, passage, scripted_lm
 
 QUESTION = "When did the Zephyr bridge open?"
@@ -52,11 +52,11 @@ def run(script, retriever=None, web=None, question=QUESTION, **cfg):
     return pred, pred.result, engine
 
 
-def steps(result: SelfRAGResult, name: str):
+def steps(result: RAGResult, name: str):
     return [s for s in result.trace if s.step == name]
 
 
-def routes(result: SelfRAGResult):
+def routes(result: RAGResult):
     return [s.output for s in steps(result, "route")]
 
 

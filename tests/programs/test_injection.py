@@ -7,7 +7,7 @@ What is guaranteed by structure (tested here, independent of any model):
   (the signature docstrings, which say passages are data) are in the system message, which never
   contains retrieved text;
 * CorrectiveRAG neutralises « » and DSPy's ``[[ ## field ## ]]`` headers inside quoted text
-  (:func:`programs.common.quote_safe`), so a passage cannot close its quote or forge another field;
+  (:func:`programs.base.quote_safe`), so a passage cannot close its quote or forge another field;
 * the control flow (which judgements run, how many web rounds, rewrites, regenerations) is plain
   Python bounded by the settings: passage text cannot add a tool call or a loop;
 * an answer the support judge rejects is regenerated within the bound and then returned with
@@ -18,7 +18,7 @@ and whether the support judge recognises "PWNED" as unsupported. A judge that is
 would report "fully"; the scripted judge below stands in for one that is not. Callers must read
 ``result.supported`` (and ``abstained``), not just ``answer``.
 
-Both programs neutralise « » and DSPy field headers inside quoted text (``programs.common.quote_safe``),
+Both programs neutralise « » and DSPy field headers inside quoted text (``programs.base.quote_safe``),
 so a passage cannot close its quote or forge another input field.
 """
 
@@ -29,7 +29,7 @@ import pytest
 
 from programs.crag import CorrectiveRAG
 from programs.selfrag import SelfRAG
-from selfrag.settings import ProgramSettings
+from programs.settings import ProgramSettings
 from tests.fakes import FakeWeb, ListRetriever, ScriptedEngine, _system_text, passage
 
 QUESTION = "When did the Zephyr bridge open?"

@@ -4,8 +4,8 @@ import dspy
 import pytest
 
 from programs.selfrag import ABSTAIN_ANSWER, SelfRAG
-from selfrag.settings import ProgramSettings
-from selfrag.types import SelfRAGResult, WebSearchError
+from programs.settings import ProgramSettings
+from programs.types import RAGResult, WebSearchError
 from tests.fakes import FakeWeb, ListRetriever, passage, scripted_lm
 
 KB = [
@@ -27,7 +27,7 @@ def run(script, retriever=None, web=None, **cfg):
     return pred, pred.result, engine
 
 
-def steps(result: SelfRAGResult):
+def steps(result: RAGResult):
     return [s.step for s in result.trace]
 
 

@@ -6,7 +6,7 @@ import pytest
 import responses
 
 from selfrag.settings import WebSettings
-from selfrag.types import Passage, WebSearch, WebSearchError
+from programs.types import Passage, WebSearch, WebSearchError
 from selfrag.web.factory import build_web_search
 from selfrag.web.offline import OfflineWebSearch
 from selfrag.web.tavily import TavilySearch

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from selfrag.types import Passage, WebSearch, WebSearchError
+from programs.types import Passage, WebSearch, WebSearchError
 from selfrag.web.offline import OfflineWebSearch, offline_web_documents, pseudo_url, slugify
 from selfrag.web.static import StaticWebSearch
 

@@ -8,7 +8,7 @@ import pytest
 import requests
 import responses
 
-from selfrag.types import WebSearch, WebSearchError
+from programs.types import WebSearch, WebSearchError
 from selfrag.web.tavily import TavilySearch, url_id
 
 from .conftest import recording

@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 import dspy
 
 from programs.tracing import Tracer
-from selfrag.settings import ProgramSettings
-from selfrag.types import Passage, Retriever, WebSearch
+from programs.settings import ProgramSettings
+from programs.types import Passage, Retriever, WebSearch
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -1,4 +1,8 @@
-"""Typed data passed between the knowledge base, web search, the program and its callers."""
+"""Typed data the programs work with: passages, the Retriever / WebSearch protocols, trace and result.
+
+This module sits at the bottom of ``programs/``: the runtime (knowledge base, web backends, CLI) imports
+it, never the reverse.
+"""
 
 from __future__ import annotations
 
@@ -33,12 +37,24 @@ class Retriever(Protocol):
     def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]: ...
 
 
+WebErrorKind = Literal[
+    "no_key", "auth", "forbidden", "rate_limited", "bad_request", "empty", "timeout", "connection",
+    "server_error", "http_error", "bad_response", "disabled", "budget", "crashed",
+]
+"""Why a web search failed. ``disabled`` (no backend), ``budget`` (round limit reached) and ``crashed``
+(a backend raised something other than :class:`WebSearchError`) are set by the program's web budget."""
+
+WEB_ERROR_KINDS: frozenset[str] = frozenset(WebErrorKind.__args__)  # type: ignore[attr-defined]
+
+
 class WebSearchError(RuntimeError):
     """A web search that failed (no key, auth, rate limit after retries, timeout, empty)."""
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: WebErrorKind, message: str):
+        if kind not in WEB_ERROR_KINDS:
+            raise ValueError(f"unknown web error kind {kind!r}; expected one of {sorted(WEB_ERROR_KINDS)}")
         super().__init__(f"{kind}: {message}")
-        self.kind = kind
+        self.kind: WebErrorKind = kind
 
 
 @runtime_checkable
@@ -68,6 +84,7 @@ class TraceStep(BaseModel):
     error: str | None = None
     seconds: float = 0.0
     lm_calls: int = 0
+    error_kind: WebErrorKind | None = None  # set on failed web steps: routing reads it, never the message
 
 
 class Usage(BaseModel):
@@ -86,8 +103,8 @@ class Usage(BaseModel):
 SupportLevel = Literal["fully", "partially", "no"]
 
 
-class SelfRAGResult(BaseModel):
-    """What a question produced: the answer, its evidence, the path taken and its cost."""
+class RAGResult(BaseModel):
+    """What a question produced (every program returns it): the answer, its evidence, the path taken and its cost."""
 
     question: str
     answer: str

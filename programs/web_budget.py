@@ -1,7 +1,7 @@
 """The web loop guard: at most ``max_rounds`` web searches per question, each recorded as a TraceStep.
 
 Make one :class:`WebBudget` per question (``WebBudget(settings.program.max_web_rounds)``) and call
-:meth:`WebBudget.try_search`; it never raises for a :class:`~selfrag.types.WebSearchError`: a failure,
+:meth:`WebBudget.try_search`; it never raises for a :class:`~programs.types.WebSearchError`: a failure,
 a missing backend or a spent budget comes back as no passages and a step with ``ok=False``.
 """
 
@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from selfrag.types import Passage, TraceStep, WebSearch, WebSearchError
+from programs.types import Passage, TraceStep, WebSearch, WebSearchError
 
 logger = logging.getLogger(__name__)
 

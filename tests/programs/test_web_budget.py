@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from selfrag.types import Passage, TraceStep, WebSearchError
-from selfrag.web.guard import WebBudget, error_kind
+from programs.types import Passage, TraceStep, WebSearchError
+from programs.web_budget import WebBudget, error_kind
 from selfrag.web.static import StaticWebSearch
 
 

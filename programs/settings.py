@@ -1,0 +1,48 @@
+"""The programs' own settings: behaviour, weights and the bound of every loop.
+
+A plain pydantic model (no environment, no file): the runtime's :class:`selfrag.settings.Settings`
+embeds it as its ``[program]`` section and passes the resolved object to the program's constructor.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from programs.registry import PROGRAM_NAMES
+
+
+class ProgramSettings(BaseModel):
+    """SelfRAG behaviour and its bounds. Every loop in the program is bounded by one of these."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strategy: str = "selfrag"  # a name in programs.registry: Self-RAG reflection, corrective retrieval (CRAG), a baseline
+    retrieve_mode: Literal["adaptive", "always", "never"] = "adaptive"
+    k: int = Field(3, ge=1, le=20)  # the program retrieves 2k candidates and grades each
+    max_candidates: int = Field(3, ge=1, le=20)
+    max_rewrites: int = Field(1, ge=0, le=5)
+    max_web_rounds: int = Field(1, ge=0, le=5)
+    max_regenerations: int = Field(1, ge=0, le=5)
+    w_rel: float = 1.0
+    w_sup: float = 1.0
+    w_use: float = 0.5
+    num_threads: int = Field(1, ge=1, le=32)  # parallel LM calls (1 for an in-process model)
+    passage_chars: int = Field(1200, ge=100)
+    # CorrectiveRAG (CRAG): the evaluator scores each passage 0-10; some score >= crag_upper means
+    # "correct", every score < crag_lower means "incorrect", anything else "ambiguous".
+    crag_upper: int = Field(7, ge=0, le=10)
+    crag_lower: int = Field(4, ge=0, le=10)
+    max_strips: int = Field(8, ge=1, le=100)  # strip judgements per refinement (KB, each web round)
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, value: str) -> str:
+        if value not in PROGRAM_NAMES:
+            raise ValueError(f"unknown strategy {value!r}; choose one of: {', '.join(PROGRAM_NAMES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _crag_thresholds_ordered(self) -> "ProgramSettings":
+        if self.crag_lower > self.crag_upper:
+            raise ValueError(f"program.crag_lower ({self.crag_lower}) must not exceed program.crag_upper ({self.crag_upper})")
+        return self
