@@ -5,7 +5,8 @@ An artifact is one JSON file::
     {"selfrag_artifact": 1, "program": "SelfRAG", "program_version": "...", "signature_hash": "...",
      "manifest": {...}, "state": {<dspy dump_state()>}}
 
-It never holds pickled code. Loading refuses a missing or corrupt file, another program, another
+It never holds pickled code; ``program`` is the class name, which :func:`artifact_program` maps to
+the registry name. Loading refuses a missing or corrupt file, another program, another
 program version, or signatures whose fields changed since compiling (the hash covers each named
 predictor's input and output fields and their types, not the instructions an optimizer rewrites).
 """
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import dspy
+
+from programs.registry import program_name
 
 FORMAT_VERSION = 1
 PROGRAM_VERSION = "1.0"
@@ -92,16 +95,12 @@ def load_state_into(program: dspy.Module, path: Path | str) -> dspy.Module:
     return program
 
 
-def load_compiled(path: Path | str, settings: Any = None) -> dspy.Module:
-    """One line from an artifact to a ready program: ``rag = load_compiled("artifacts/default.json")``.
-
-    ``settings`` (a :class:`selfrag.settings.Settings`) defaults to the resolved env/TOML settings.
-    The artifact is validated before any model or store is touched.
-    """
-    from selfrag.settings import resolve
-    from selfrag.wiring import build_runtime
-
-    read_artifact(path)
-    settings = settings or resolve()
-    settings = settings.model_copy(update={"program_path": Path(path)})
-    return build_runtime(settings).program
+def artifact_program(path: Path | str) -> str:
+    """The registry name of the program ``path`` was compiled for (``selfrag``, ``crag``...), read from
+    its header; ArtifactError for an unusable file or an unregistered program."""
+    payload = read_artifact(path)
+    try:
+        return program_name(str(payload.get("program")))
+    except ValueError:
+        raise ArtifactError(f"compiled artifact {path} is for program {payload.get('program')!r}, "
+                            "which is not a registered program") from None

@@ -1,22 +1,31 @@
-"""Plumbing shared by the programs: LM/adapter scoping, ordered parallel map, quoting retrieved text.
+"""The one base of every program: components, scoped judgement calls, and the shared steps.
 
-Kept as plain functions so SelfRAG and CorrectiveRAG can use the same code (SelfRAG still has its
-own private copies of the first two, ``SelfRAG._scope`` and ``SelfRAG._map``).
+:class:`RAGModule` does the plumbing once — validating the components and the question, retrieving,
+searching the web through a :class:`~programs.web_budget.WebBudget`, grading passages, drafting a
+cited answer, judging its support and assembling the :class:`~programs.types.RAGResult` — so that a
+program (``SelfRAG``, ``CorrectiveRAG``, the baselines) is only its flow: which steps, in which
+order, routed by the plain functions of :mod:`programs.routing`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import dspy
 
-from programs.tracing import Tracer
+from programs.passages import ABSTAIN_ANSWER, cited_passages, citation, format_passages, passage_ref
+from programs.passages import quote_safe  # noqa: F401 - optimize/compile.py imports it from here (for now)
+from programs.scoring import Candidate
 from programs.settings import ProgramSettings
-from programs.types import Passage, Retriever, WebSearch
+from programs.tracing import Tracer
+from programs.types import Passage, RAGResult, Retriever, WebSearch
+from programs.web_budget import WebBudget
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -43,31 +52,30 @@ def parallel_map(fn: Callable[[T], R], items: Iterable[T], num_threads: int) -> 
         return [f.result() for f in futures]
 
 
-_DELIMITERS = str.maketrans({"«": "‹", "»": "›"})
-
-
-def quote_safe(text: str) -> str:
-    """Neutralise what could let quoted text break out of its field: the «» passage delimiters become
-    ‹›, and DSPy's field headers ``[[ ## name ## ]]`` lose their double bracket."""
-    return text.translate(_DELIMITERS).replace("[[", "[ [").replace("]]", "] ]")
-
-
-def quoted_passage(p: Passage) -> Passage:
-    """A copy of ``p`` whose text and title are :func:`quote_safe` (for prompts only; cite the original)."""
-    meta = dict(p.metadata)
-    if meta.get("title"):
-        meta["title"] = quote_safe(str(meta["title"]))
-    return p.model_copy(update={"text": quote_safe(p.text), "metadata": meta})
-
-
 class RAGModule(dspy.Module):
-    """What every program here shares: its components as constructor arguments (validated), and
-    judgement calls scoped to the critic or generator LM and recorded by a :class:`Tracer`.
+    """A retrieval-augmented program over injected components.
 
-    Subclasses add their named predictors after ``super().__init__(...)``.
+    Args:
+        retriever: returns ranked :class:`~programs.types.Passage` objects for a query.
+        web_search: optional web search (:class:`~programs.types.WebSearch`); None = knowledge base only.
+        config: behaviour, weights and the bound of every loop (:class:`ProgramSettings`).
+        generator_lm: LM for answers and query rewrites (None = the one in dspy.settings).
+        critic_lm: LM for the judgements (None = generator_lm).
+        adapter: DSPy adapter for all calls (None = the one in dspy.settings).
+
+    A subclass declares its judgements in ``PREDICTORS`` (attribute name → signature; each becomes a
+    named ``dspy.Predict``, what an optimizer compiles) and writes ``forward(question)``, which
+    returns :meth:`_finish`'s prediction: ``answer``, ``abstained``, ``cited_doc_ids`` and ``result``.
+
+    The components are shared, not copied, when DSPy copies the program (``deepcopy``,
+    ``reset_copy``, ``load_state``'s trial run): they are not parameters, and a store client or a
+    loaded model cannot be deep-copied.
     """
 
-    requires_retriever = True
+    PREDICTORS: ClassVar[dict[str, type[dspy.Signature]]] = {}
+    COMPONENTS: ClassVar[tuple[str, ...]] = ("retriever", "web_search", "generator_lm", "critic_lm", "adapter")
+    requires_retriever: ClassVar[bool] = True
+    reports_score: ClassVar[bool] = True  # RAGResult.score: the weighted critique of the chosen answer
 
     def __init__(
         self,
@@ -89,6 +97,29 @@ class RAGModule(dspy.Module):
         self.generator_lm = generator_lm
         self.critic_lm = critic_lm or generator_lm
         self.adapter = adapter
+        for name, signature in self.PREDICTORS.items():
+            setattr(self, name, dspy.Predict(signature))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RAGModule:
+        """Deep-copy the predictors and settings; keep the same component objects."""
+        for name in self.COMPONENTS:
+            value = self.__dict__.get(name)
+            if value is not None:
+                memo[id(value)] = value
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__setstate__(copy.deepcopy(self.__getstate__(), memo))
+        return new
+
+    # ------------------------------------------------------------------ plumbing
+    @staticmethod
+    def _question(question: str) -> str:
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError("question must be a non-empty string")
+        return question.strip()
+
+    def _map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        return parallel_map(fn, items, self.config.num_threads)
 
     def _critic(self, tracer: Tracer, step: str, predictor, field: str, **inputs):
         with lm_scope(self.critic_lm, self.adapter):
@@ -97,3 +128,84 @@ class RAGModule(dspy.Module):
     def _generator(self, tracer: Tracer, step: str, predictor, field: str, config=None, **inputs):
         with lm_scope(self.generator_lm, self.adapter):
             return tracer.call(step, predictor, field, config=config, **inputs)
+
+    def _evidence(self, passages: list[Passage]) -> str:
+        return format_passages(passages, self.config.passage_chars)
+
+    # ------------------------------------------------------------------ shared steps
+    def _retrieve(self, tracer: Tracer, query: str, k: int) -> list[Passage]:
+        """The top ``k`` passages for ``query``; a store failure is a recorded failed step and no passages."""
+        start = time.perf_counter()
+        try:
+            passages = list(self.retriever.retrieve(query, k=k))[:k]  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001 - a store failure is recorded; the flow abstains or goes on
+            step = tracer.note("retrieve", None, query=query)
+            step.ok, step.error = False, f"{type(exc).__name__}: {exc}"
+            return []
+        step = tracer.note("retrieve", [p.id for p in passages], query=query)
+        step.seconds = round(time.perf_counter() - start, 4)
+        return passages
+
+    def _web(self, tracer: Tracer, budget: WebBudget, query: str) -> list[Passage]:
+        """One web round through ``budget`` (which records refusals and failures, typed); never raises."""
+        passages, step = budget.try_search(self.web_search, query, max_results=self.config.k)
+        tracer.record(step)
+        return passages
+
+    def _grade(self, tracer: Tracer, question: str, passages: list[Passage]) -> list[Passage]:
+        """The passages the relevance judge (``self.grade_relevance``) calls relevant, in order; each
+        step records the judged ``passage_id`` (the eval harness scores it)."""
+        def grade(p: Passage) -> bool:
+            pred, step = self._critic(tracer, "grade_relevance", self.grade_relevance, "relevance",
+                                      question=question, passage=self._evidence([p]))
+            step.inputs["passage_id"] = passage_ref(p)
+            return pred is not None and pred.relevance == "relevant"
+
+        verdicts = self._map(grade, passages)
+        return [p for p, ok in zip(passages, verdicts) if ok]
+
+    def _draft(self, tracer: Tracer, question: str, passages: list[Passage], origin: str = "kb",
+               config: dict | None = None) -> Candidate | None:
+        """One cited answer from ``passages`` (``self.generate_answer``); None when the call failed or
+        the draft says the passages do not answer (recorded as ``candidate_dropped``)."""
+        pred, _ = self._generator(tracer, "generate_answer", self.generate_answer, "answer", config=config,
+                                  question=question, passages=self._evidence(passages))
+        if pred is None:
+            return None
+        if pred.answerable is False or not str(pred.answer or "").strip():
+            tracer.note("candidate_dropped", "passages do not answer the question", answer=pred.answer)
+            return None
+        return Candidate(answer=str(pred.answer).strip(), passages=passages,
+                         cited=cited_passages(passages, pred.citations), origin=origin)
+
+    def _judge_support(self, tracer: Tracer, question: str, cand: Candidate) -> Candidate:
+        """The support judge (``self.judge_support``) on ``cand`` against the passages it was drafted from."""
+        sup, _ = self._critic(tracer, "judge_support", self.judge_support, "support",
+                              question=question, passages=self._evidence(cand.passages), answer=cand.answer)
+        cand.support = sup.support if sup is not None else None
+        cand.support_judged = True
+        return cand
+
+    def _finish(self, tracer: Tracer, question: str, start: float, best: Candidate | None, *,
+                retrieved: bool = True, used_web: bool = False) -> dspy.Prediction:
+        """The prediction for ``best`` (None = abstain, recorded as an ``abstain`` step)."""
+        if best is None:
+            tracer.note("abstain", ABSTAIN_ANSWER)
+        cfg = self.config
+        cited = best.cited if best is not None else []
+        result = RAGResult(
+            question=question,
+            answer=ABSTAIN_ANSWER if best is None else best.answer,
+            citations=[citation(p) for p in cited],
+            retrieved=retrieved,
+            abstained=best is None,
+            used_web=used_web,
+            supported=(best.support or "no") if best is not None and best.support_judged else None,
+            usefulness=None if best is None else best.usefulness,
+            score=round(best.score(cfg.w_rel, cfg.w_sup, cfg.w_use), 4) if best and self.reports_score else None,
+            trace=tracer.steps,
+            usage=tracer.usage,
+            seconds=round(time.perf_counter() - start, 4),
+        )
+        return dspy.Prediction(answer=result.answer, abstained=result.abstained,
+                               cited_doc_ids=[passage_ref(p) for p in cited], result=result)

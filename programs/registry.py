@@ -38,13 +38,15 @@ def program_class(name: str) -> type[RAGModule]:
     return getattr(importlib.import_module(module), cls)
 
 
-def program_name(cls: type) -> str:
-    """The registry name of a program class (ValueError if it is not registered)."""
+def program_name(cls: type | str) -> str:
+    """The registry name of a program class, or of a class name as an artifact header records it
+    (``"CorrectiveRAG"`` → ``"crag"``); ValueError if it is not registered."""
+    wanted = (None, cls) if isinstance(cls, str) else (cls.__module__, cls.__name__)
     for name, target in _PROGRAMS.items():
         module, attr = target.split(":")
-        if cls.__module__ == module and cls.__name__ == attr:
+        if (wanted[0] in (None, module)) and wanted[1] == attr:
             return name
-    raise ValueError(f"{cls.__name__} is not a registered program")
+    raise ValueError(f"{wanted[1]} is not a registered program")
 
 
 @dataclass(frozen=True)

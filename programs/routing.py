@@ -1,4 +1,4 @@
-"""Plain-Python routing decisions of the SelfRAG program: each returns a route label.
+"""Plain-Python routing decisions of the programs (SelfRAG, CorrectiveRAG): each returns a route label.
 
 Kept free of DSPy so each branch can be tested without an LM (the LangGraph-tutorial idiom).
 """
@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Literal
+
+from programs.types import WebErrorKind
 
 RetrieveMode = Literal["adaptive", "always", "never"]
 
@@ -54,7 +56,7 @@ CragAction = Literal["correct", "ambiguous", "incorrect"]
 
 # Web failures worth another round with a different query; any other kind (auth, no_key, timeout,
 # rate_limited after the backend's own retries...) would fail the same way again.
-RETRYABLE_WEB_ERRORS = frozenset({"empty", "bad_request"})
+RETRYABLE_WEB_ERRORS: frozenset[WebErrorKind] = frozenset({"empty", "bad_request"})
 
 
 def crag_action(scores: Sequence[int | None], upper: int, lower: int) -> CragAction:
@@ -77,9 +79,12 @@ def crag_usable(score: int | None, lower: int) -> bool:
     return score is None or score >= lower
 
 
-def route_after_web_round(n_kept: int, error_kind: str | None, rounds_left: int) -> Literal["refined", "retry", "give_up"]:
+def route_after_web_round(
+    n_kept: int, error_kind: WebErrorKind | None, rounds_left: int
+) -> Literal["refined", "retry", "give_up"]:
     """After one web round: stop once refinement kept something; retry with a new keyword query when
-    the failure can depend on the query (nothing found) and a round is left; otherwise give up."""
+    the failure can depend on the query (nothing found) and a round is left; otherwise give up.
+    ``error_kind`` is the failed web step's :attr:`~programs.types.TraceStep.error_kind` (None: it succeeded)."""
     if n_kept > 0:
         return "refined"
     if error_kind is not None and error_kind not in RETRYABLE_WEB_ERRORS:

@@ -18,9 +18,10 @@ class Candidate:
     passages: list[Passage]
     cited: list[Passage] = field(default_factory=list)
     relevant: bool = True
-    support: str | None = None
+    support: str | None = None  # the support verdict; None when the judgement failed or never ran
+    support_judged: bool = False  # whether the support judge ran (result.supported is then filled)
     usefulness: int | None = None
-    origin: str = "kb"  # kb | regenerated | web
+    origin: str = "kb"  # kb | regenerated | web | direct
 
     def score(self, w_rel: float = 1.0, w_sup: float = 1.0, w_use: float = 0.5) -> float:
         return candidate_score(self.relevant, self.support, self.usefulness, w_rel, w_sup, w_use)

@@ -39,10 +39,11 @@ class Retriever(Protocol):
 
 WebErrorKind = Literal[
     "no_key", "auth", "forbidden", "rate_limited", "bad_request", "empty", "timeout", "connection",
-    "server_error", "http_error", "bad_response", "disabled", "budget", "crashed",
+    "server_error", "http_error", "bad_response", "offline_error", "disabled", "budget", "crashed",
 ]
-"""Why a web search failed. ``disabled`` (no backend), ``budget`` (round limit reached) and ``crashed``
-(a backend raised something other than :class:`WebSearchError`) are set by the program's web budget."""
+"""Why a web search failed. The backends raise the first ones (``offline_error``: the local offline-web
+collection failed); ``disabled`` (no backend), ``budget`` (round limit reached) and ``crashed`` (a backend
+raised something other than :class:`WebSearchError`) are set by :class:`programs.web_budget.WebBudget`."""
 
 WEB_ERROR_KINDS: frozenset[str] = frozenset(WebErrorKind.__args__)  # type: ignore[attr-defined]
 

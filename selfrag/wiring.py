@@ -1,4 +1,6 @@
-"""The one place that turns resolved :class:`Settings` into objects: knowledge base, LMs, web, program.
+"""The composition root: the one place that turns resolved :class:`Settings` into objects —
+knowledge base, LMs, web search and the program (named by ``program.strategy`` in
+:mod:`programs.registry`) — and :func:`load_compiled`, an artifact to a ready program in one line.
 
 Everything else takes these objects as constructor arguments; nothing reads settings or the
 environment on its own (the Tavily key is read by the web factory, once, when wiring).
@@ -17,10 +19,9 @@ from selfrag.settings import Settings
 if TYPE_CHECKING:  # heavy imports stay out of CLI start-up
     import dspy
 
-    from programs.crag import CorrectiveRAG
-    from programs.selfrag import SelfRAG
-    from selfrag.kb import KnowledgeBase
+    from programs.base import RAGModule
     from programs.types import WebSearch
+    from selfrag.kb import KnowledgeBase
 
 logger = logging.getLogger(__name__)
 
@@ -70,17 +71,17 @@ class Runtime:
 
     settings: Settings
     kb: KnowledgeBase
-    program: SelfRAG | CorrectiveRAG
+    program: RAGModule
     ingested_demo: bool = False
 
 
 def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | None = None,
                   load_default_artifact: bool = True, progress: bool = False) -> Runtime:
-    """Build knowledge base (ingesting the demo corpus when empty), LMs, web search and the program,
-    then load the compiled artifact (``settings.program_path``, else the shipped default if present)."""
+    """Build knowledge base (ingesting the demo corpus when empty), LMs, web search and the program
+    registered as ``settings.program.strategy``, then load the compiled artifact
+    (``settings.program_path``; else, for ``selfrag``, the shipped default if present)."""
     from programs.artifacts import load_state_into
-    from programs.crag import CorrectiveRAG
-    from programs.selfrag import SelfRAG
+    from programs.registry import program_class
 
     kb = build_knowledge_base(settings)
     ingested = False
@@ -88,12 +89,29 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
         ingested = ensure_demo_corpus(kb, progress=progress)
         retriever = kb.retriever()
     generator, critic, adapter = lms if lms is not None else build_lms(settings)
-    program_cls = CorrectiveRAG if settings.program.strategy == "crag" else SelfRAG
-    program = program_cls(retriever, web_search=build_web(settings), config=settings.program,
-                      generator_lm=generator, critic_lm=critic, adapter=adapter)
+    program = program_class(settings.program.strategy)(
+        retriever, web_search=build_web(settings), config=settings.program,
+        generator_lm=generator, critic_lm=critic, adapter=adapter)
+    artifact = settings.program_path
     shipped = paths.default_artifact()
-    default = shipped if program_cls is SelfRAG and load_default_artifact and shipped.is_file() else None
-    artifact = settings.program_path or default
+    if artifact is None and load_default_artifact and settings.program.strategy == "selfrag" and shipped.is_file():
+        artifact = shipped  # compiled for SelfRAG only
     if artifact is not None:
         load_state_into(program, Path(artifact))
     return Runtime(settings=settings, kb=kb, program=program, ingested_demo=ingested)
+
+
+def load_compiled(path: Path | str, settings: Settings | None = None) -> RAGModule:
+    """One line from an artifact to a ready program: ``rag = load_compiled("artifacts/default.json")``.
+
+    The program is the one the artifact was compiled for (its header names it: a CRAG artifact loads
+    as ``CorrectiveRAG``). ``settings`` defaults to the resolved env/TOML settings. The artifact is
+    checked before any model or store is touched.
+    """
+    from programs.artifacts import artifact_program
+    from selfrag.settings import resolve
+
+    strategy = artifact_program(path)
+    settings = settings or resolve()
+    program = settings.program.model_copy(update={"strategy": strategy})
+    return build_runtime(settings.model_copy(update={"program_path": Path(path), "program": program})).program

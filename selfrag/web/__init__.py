@@ -1,25 +1,13 @@
-"""Web-search fallback backends: Tavily, an offline local "web" and a static in-memory one.
+"""Web-search backends for the program's web fallback, each a :class:`programs.types.WebSearch`
+raising :class:`programs.types.WebSearchError` (its ``kind`` a :data:`programs.types.WebErrorKind`):
 
-All implement :class:`programs.types.WebSearch` and raise :class:`programs.types.WebSearchError`;
-:class:`WebBudget` bounds and records the rounds per question; :func:`build_web_search` picks one
-from :class:`selfrag.settings.WebSettings`.
+- :mod:`selfrag.web.tavily` — :class:`~selfrag.web.tavily.TavilySearch`, the Tavily API;
+- :mod:`selfrag.web.offline` — :class:`~selfrag.web.offline.OfflineWebSearch`, a local collection
+  searched like the web, and the documents it is built from;
+- :mod:`selfrag.web.static` — :class:`~selfrag.web.static.StaticWebSearch`, fixed passages (tests, demos);
+- :mod:`selfrag.web.factory` — :func:`~selfrag.web.factory.build_web_search`, the configured one.
+
+The per-question round limit and the recording of failures belong to the program
+(:class:`programs.web_budget.WebBudget`). Import the module you need: this package imports nothing,
+so the offline or static backend does not load ``tavily`` and ``requests``.
 """
-
-from selfrag.web.factory import build_web_search, tavily_key_from_env
-from programs.web_budget import WebBudget, error_kind
-from selfrag.web.offline import OfflineWebSearch, offline_web_documents, pseudo_url
-from selfrag.web.static import StaticWebSearch
-from selfrag.web.tavily import TavilySearch, url_id
-
-__all__ = [
-    "OfflineWebSearch",
-    "StaticWebSearch",
-    "TavilySearch",
-    "WebBudget",
-    "build_web_search",
-    "error_kind",
-    "offline_web_documents",
-    "pseudo_url",
-    "tavily_key_from_env",
-    "url_id",
-]

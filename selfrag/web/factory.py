@@ -7,9 +7,9 @@ import os
 import time
 from collections.abc import Callable
 
+from programs.types import Retriever, WebSearch
 from selfrag.settings import WebSettings
-from programs.types import WebSearch
-from selfrag.web.offline import OfflineWebSearch, SupportsRetrieve
+from selfrag.web.offline import OfflineWebSearch
 from selfrag.web.tavily import TavilySearch
 
 logger = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ def tavily_key_from_env() -> str | None:
 
 def build_web_search(
     web: WebSettings,
-    offline_retriever: SupportsRetrieve | None = None,
+    offline_retriever: Retriever | None = None,
     api_key: str | None = None,
     *,
     sleep: Callable[[float], None] = time.sleep,

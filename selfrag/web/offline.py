@@ -16,19 +16,15 @@ import logging
 import re
 import unicodedata
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from programs.types import Passage, WebSearchError
+from programs.types import Passage, Retriever, WebSearchError
 
 logger = logging.getLogger(__name__)
 
 SCHEME = "offline"
 XQUAD_FILE = Path("xquad") / "en.json"
 HALUEVAL_FILE = Path("halueval") / "qa.jsonl"
-
-
-class SupportsRetrieve(Protocol):
-    def retrieve(self, query: str, k: int = 5) -> list[Passage]: ...
 
 
 def slugify(text: str, max_len: int = 60) -> str:
@@ -58,7 +54,7 @@ class OfflineWebSearch:
     Its id becomes ``web:<original id>`` so it never collides with a knowledge-base chunk id.
     """
 
-    def __init__(self, retriever: SupportsRetrieve, collection: str = "web", max_results: int = 3):
+    def __init__(self, retriever: Retriever, collection: str = "web", max_results: int = 3):
         if not callable(getattr(retriever, "retrieve", None)):
             raise TypeError(f"OfflineWebSearch needs an object with retrieve(query, k); got {type(retriever).__name__}")
         if max_results < 1:

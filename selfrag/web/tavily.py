@@ -100,11 +100,6 @@ class TavilySearch:
             )
         return self._client
 
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-
     def search(self, query: str, max_results: int | None = None) -> list[Passage]:
         """Search the web for ``query``; at most ``max_results`` passages (default: the constructor's)."""
         n = self.max_results if max_results is None else max_results

@@ -4,7 +4,8 @@ import dspy
 import pytest
 
 from programs.baselines import BASELINES, GradedRAG, NoRetrieval, VanillaRAG
-from programs.selfrag import ABSTAIN_ANSWER, SelfRAG
+from programs.passages import ABSTAIN_ANSWER
+from programs.selfrag import SelfRAG
 from programs.settings import ProgramSettings
 from programs.types import RAGResult
 from tests.fakes import FakeWeb, ListRetriever, passage, scripted_lm

@@ -6,7 +6,7 @@ from pydantic import ValidationError
 
 from programs.crag import CorrectiveRAG, select_strips, split_strips
 from programs.routing import crag_action, crag_usable, route_after_refinement, route_after_web_round
-from programs.selfrag import ABSTAIN_ANSWER
+from programs.passages import ABSTAIN_ANSWER
 from programs.settings import ProgramSettings
 from programs.types import RAGResult, WebSearchError
 from tests.fakes import FakeWeb, ListRetriever, passage, scripted_lm
@@ -246,6 +246,16 @@ def test_an_empty_web_result_is_retried_within_the_budget():
     _, result, engine = run(dict(BASE, evaluate_retrieval={"score": 0}), web=web, max_web_rounds=2)
     assert len(web.queries) == 2 and engine.count("rewrite_web_query") == 2
     assert all(not s.ok for s in steps(result, "web_search"))
+
+
+def test_web_routing_reads_the_error_kind_not_the_message():
+    error = WebSearchError("empty", "no results")
+    error.args = ("rate_limited: worded like a failure that would repeat",)
+    web = FakeWeb(error=error)
+    _, result, _ = run(dict(BASE, evaluate_retrieval={"score": 0}), web=web, max_web_rounds=2)
+    assert len(web.queries) == 2  # "empty" is worth another query, whatever the message says
+    assert [s.error_kind for s in steps(result, "web_search")] == ["empty", "empty"]
+    assert routes(result) == ["incorrect", "retry", "give_up", "abstain"]
 
 
 def test_zero_web_rounds_refuses_without_any_lm_call():

@@ -6,8 +6,9 @@ What is guaranteed by structure (tested here, independent of any model):
   ``passage``, ``strip``) in the user message, numbered and quoted between « and »; the instructions
   (the signature docstrings, which say passages are data) are in the system message, which never
   contains retrieved text;
-* CorrectiveRAG neutralises « » and DSPy's ``[[ ## field ## ]]`` headers inside quoted text
-  (:func:`programs.base.quote_safe`), so a passage cannot close its quote or forge another field;
+* every program quotes its evidence through :mod:`programs.passages`, which neutralises « » and
+  DSPy's ``[[ ## field ## ]]`` headers inside quoted text (:func:`programs.passages.quote_safe`), so a
+  passage cannot close its quote or forge another field;
 * the control flow (which judgements run, how many web rounds, rewrites, regenerations) is plain
   Python bounded by the settings: passage text cannot add a tool call or a loop;
 * an answer the support judge rejects is regenerated within the bound and then returned with
@@ -17,15 +18,11 @@ What depends on the models and is NOT guaranteed: whether the generator obeys th
 and whether the support judge recognises "PWNED" as unsupported. A judge that is itself fooled
 would report "fully"; the scripted judge below stands in for one that is not. Callers must read
 ``result.supported`` (and ``abstained``), not just ``answer``.
-
-Both programs neutralise « » and DSPy field headers inside quoted text (``programs.base.quote_safe``),
-so a passage cannot close its quote or forge another input field.
 """
 
 import re
 
 import dspy
-import pytest
 
 from programs.crag import CorrectiveRAG
 from programs.selfrag import SelfRAG

@@ -1,0 +1,94 @@
+"""The composition root: the registry picks the program, and ``load_compiled`` builds the artifact's program."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import dspy
+import pytest
+
+from programs.artifacts import ArtifactError, save_artifact
+from programs.baselines import GradedRAG
+from programs.crag import CorrectiveRAG
+from programs.registry import PROGRAM_NAMES, program_class
+from programs.selfrag import SelfRAG
+from selfrag.settings import Settings
+from tests.fakes import ListRetriever, passage, scripted_lm
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def settings(tmp_path, monkeypatch):
+    """Settings over a fresh knowledge base (hash embedder: no model), a scripted LM behind the wiring
+    and a stand-in for the shipped artifact."""
+    monkeypatch.chdir(tmp_path)
+    shipped = tmp_path / "shipped.json"
+    monkeypatch.setattr("selfrag.paths.default_artifact", lambda: shipped)
+    lm, _ = scripted_lm({})
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
+    return Settings(kb={"path": str(tmp_path / "kb"), "embedding_model": "hash"})
+
+
+def compiled(program, path, instructions="Compiled instructions."):
+    name, predictor = next(iter(program.named_predictors()))
+    predictor.signature = predictor.signature.with_instructions(instructions)
+    save_artifact(program, path)
+    return name
+
+
+def instructions(program, name):
+    return dict(program.named_predictors())[name].signature.instructions
+
+
+@pytest.mark.parametrize("strategy", PROGRAM_NAMES)
+def test_the_strategy_setting_builds_the_registered_program(settings, strategy):
+    from selfrag.wiring import build_runtime
+
+    settings = settings.model_copy(update={"program": settings.program.model_copy(update={"strategy": strategy})})
+    assert type(build_runtime(settings).program) is program_class(strategy)
+
+
+def test_the_shipped_artifact_is_loaded_for_selfrag_only(settings):
+    from selfrag.paths import default_artifact
+    from selfrag.wiring import build_runtime
+
+    name = compiled(SelfRAG(ListRetriever([])), default_artifact(), "Shipped instructions.")
+    assert instructions(build_runtime(settings).program, name) == "Shipped instructions."
+    assert instructions(build_runtime(settings, load_default_artifact=False).program, name) != "Shipped instructions."
+    crag = settings.model_copy(update={"program": settings.program.model_copy(update={"strategy": "crag"})})
+    assert type(build_runtime(crag).program) is CorrectiveRAG  # the SelfRAG artifact is not forced on it
+
+
+@pytest.mark.parametrize("cls", [SelfRAG, CorrectiveRAG, GradedRAG])
+def test_load_compiled_builds_the_program_named_in_the_artifact(settings, tmp_path, cls):
+    from selfrag import load_compiled
+
+    path = tmp_path / "compiled.json"
+    name = compiled(cls(ListRetriever([passage("p1", "text")])), path)
+    program = load_compiled(path, settings)
+    assert type(program) is cls
+    assert instructions(program, name) == "Compiled instructions."
+
+
+def test_load_compiled_refuses_an_unregistered_program_before_building_anything(settings, tmp_path, monkeypatch):
+    from selfrag.wiring import load_compiled
+
+    path = tmp_path / "other.json"
+    save_artifact(SelfRAG(ListRetriever([])), path)
+    payload = json.loads(path.read_text())
+    payload["program"] = "MysteryRAG"
+    path.write_text(json.dumps(payload))
+    monkeypatch.setattr("selfrag.wiring.build_runtime", lambda *a, **k: pytest.fail("built a runtime"))
+    with pytest.raises(ArtifactError, match="MysteryRAG"):
+        load_compiled(path, settings)
+    with pytest.raises(ArtifactError, match="not found"):
+        load_compiled(tmp_path / "missing.json", settings)
+
+
+def test_import_selfrag_does_not_load_the_wiring():
+    code = "import sys, selfrag; print('selfrag.wiring' in sys.modules, hasattr(selfrag, 'load_compiled'))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "True"]
