@@ -3,6 +3,7 @@
 from signatures.answer import AnswerDirectly, GenerateAnswer
 from signatures.crag import EvaluateRetrieval, FilterStrip, RewriteWebQuery
 from signatures.relevance import GradeRelevance
+from signatures.relevance_batch import GradeRelevanceBatch, PassageVerdict
 from signatures.retrieve import RetrieveDecision
 from signatures.rewrite import RewriteQuery
 from signatures.support import JudgeSupport
@@ -14,8 +15,10 @@ __all__ = [
     "FilterStrip",
     "GenerateAnswer",
     "GradeRelevance",
+    "GradeRelevanceBatch",
     "JudgeSupport",
     "JudgeUsefulness",
+    "PassageVerdict",
     "RetrieveDecision",
     "RewriteQuery",
     "RewriteWebQuery",

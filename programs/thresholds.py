@@ -1,0 +1,142 @@
+"""The program's decision thresholds on soft judgement scores, the routing functions that read them,
+and the expected (soft) candidate score of Self-RAG.
+
+Every judgement yields a probability per label (read from the label tokens' log-probabilities, or 1
+for the decoded label when a backend has none). Three thresholds turn probabilities into routes:
+
+* ``retrieve`` (Self-RAG's δ): retrieve when P(retrieve) ≥ δ;
+* ``relevance``: keep a passage when P(relevant) ≥ the threshold;
+* ``answer``: answer with the final candidate when its confidence ≥ the threshold, else abstain.
+
+The defaults are 0.5 each, which is the argmax of the two-way decision: with hard labels
+(probability 1 for the decoded label) the program routes exactly as it does without soft scores,
+so an uncalibrated program keeps its measured behaviour, and ``selfrag compile``'s calibrate stage
+is what moves each threshold, on labelled dev data, towards its stated objective. For the answer
+threshold, 0.5 with hard labels means "answer when the support judge says fully or partially"
+(confidence 1 or 0.5), which is the accept rule of :func:`programs.routing.route_after_critique`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from programs.scoring import SUPPORT_VALUE
+
+
+class Thresholds(BaseModel):
+    """Decision thresholds in [0, 1]; saved in a compiled artifact next to the dev curve they came from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    retrieve: float = Field(0.5, ge=0.0, le=1.0, description="retrieve when P(retrieve) >= this (Self-RAG's delta)")
+    relevance: float = Field(0.5, ge=0.0, le=1.0, description="keep a passage when P(relevant) >= this")
+    answer: float = Field(0.5, ge=0.0, le=1.0, description="answer when the final candidate's confidence >= this")
+
+
+AbstainReason = Literal[
+    "no_relevant_passage", "no_answer_in_passages", "unsupported", "low_confidence",
+    "web_failed", "retrieval_failed", "lm_error", "direct_unanswerable",
+]
+
+ABSTAIN_REASONS: dict[str, str] = {
+    "no_relevant_passage": "passages were retrieved and graded (after every rewrite and web round allowed), "
+                           "but none reached the relevance threshold",
+    "no_answer_in_passages": "relevant passages were found, but the answer generator said they do not answer "
+                             "the question for every candidate",
+    "unsupported": "the best candidate's most likely support label is 'no': the passages do not back the answer",
+    "low_confidence": "the best candidate is (partly) supported, but its confidence is below the answer threshold",
+    "web_failed": "the knowledge base had nothing usable and the web search fallback failed "
+                  "(no key, rate limit, timeout, empty...); the trace step carries the error kind",
+    "retrieval_failed": "the knowledge base could not be searched (store error, missing or empty collection)",
+    "lm_error": "the LM calls needed for an answer failed (timeout, parse error, backend error)",
+    "direct_unanswerable": "the question was routed to answer without retrieval and the model gave no answer",
+}
+"""What each abstain reason means (shown by ``ask``)."""
+
+
+# ---------------------------------------------------------------------- routing on soft scores
+def should_retrieve(p_retrieve: float, th: Thresholds) -> bool:
+    """Self-RAG's adaptive retrieval: retrieve when P(retrieve) ≥ δ. ``p_retrieve`` is the judge's
+    P("yes") plus P("continue") (both mean "look it up")."""
+    return _prob(p_retrieve, "p_retrieve") >= th.retrieve
+
+
+def keep_passage(p_relevant: float, th: Thresholds) -> bool:
+    """A graded passage goes on to answer drafting when P(relevant) ≥ the relevance threshold."""
+    return _prob(p_relevant, "p_relevant") >= th.relevance
+
+
+def should_answer(confidence: float, th: Thresholds) -> bool:
+    """Answer with the final candidate when its confidence (:func:`candidate_confidence`) ≥ the answer threshold."""
+    return _prob(confidence, "confidence") >= th.answer
+
+
+def final_abstain_reason(support: str | None, confidence: float, th: Thresholds) -> AbstainReason | None:
+    """Why the final candidate is not given (None: it is answered). ``support`` is the argmax support
+    label (None when the judgement failed): "no" or a failed judgement reads as ``unsupported``;
+    a supported candidate under the threshold as ``low_confidence``."""
+    if should_answer(confidence, th):
+        return None
+    return "low_confidence" if support in ("fully", "partially") else "unsupported"
+
+
+# ---------------------------------------------------------------------- soft (expected) scores
+def support_expectation(p_support: Mapping[str, float]) -> float:
+    """E[support value] = P(fully) + 0.5·P(partially), over the support labels' distribution
+    (normalised over the labels given, so scores read from label-restricted top log-probabilities
+    that do not sum to 1 still compare). An empty or all-zero distribution counts as "no" (0)."""
+    unknown = set(p_support) - set(SUPPORT_VALUE)
+    if unknown:
+        raise ValueError(f"unknown support label(s) {sorted(unknown)}; expected {sorted(SUPPORT_VALUE)}")
+    total = sum(_prob(p, f"P({label})") for label, p in p_support.items())
+    if total <= 0.0:
+        return 0.0
+    return sum(SUPPORT_VALUE[label] * p for label, p in p_support.items()) / total
+
+
+def expected_usefulness(p_use: Mapping[int, float]) -> float:
+    """E[usefulness] on the 1..5 scale from a distribution over the ratings (normalised over those given)."""
+    bad = [r for r in p_use if r not in (1, 2, 3, 4, 5)]
+    if bad:
+        raise ValueError(f"usefulness ratings must be 1..5, got {bad}")
+    total = sum(_prob(p, f"P(use={r})") for r, p in p_use.items())
+    if total <= 0.0:
+        raise ValueError("usefulness distribution has no mass")
+    return sum(r * p for r, p in p_use.items()) / total
+
+
+def usefulness_value(e_use: float | None) -> float:
+    """Usefulness 1..5 mapped linearly to −1..1 as :data:`programs.scoring.USEFULNESS_VALUE` does
+    ((u − 3) / 2; by linearity this also maps an expectation). None (failed judgement) is neutral 0."""
+    if e_use is None:
+        return 0.0
+    if not 1.0 <= e_use <= 5.0:
+        raise ValueError(f"expected usefulness must lie in 1..5, got {e_use}")
+    return (e_use - 3.0) / 2.0
+
+
+def expected_score(p_rel: float, p_sup: Mapping[str, float], e_use: float | None,
+                   w_rel: float = 1.0, w_sup: float = 1.0, w_use: float = 0.5) -> float:
+    """Self-RAG's soft candidate score: w_rel·P(relevant) + w_sup·(P(fully) + 0.5·P(partially)) + w_use·E[use],
+    E[use] being the expected 1..5 rating mapped to −1..1. With hard labels (probability 1 on one label)
+    it equals :func:`programs.scoring.candidate_score`."""
+    return (w_rel * _prob(p_rel, "p_rel") + w_sup * support_expectation(p_sup)
+            + w_use * usefulness_value(e_use))
+
+
+def candidate_confidence(p_rel: float, p_sup: Mapping[str, float]) -> float:
+    """How likely the candidate is a supported answer, in [0, 1]: P(relevant) × E[support value].
+
+    The answer is right only when its evidence is on topic and backs it; taking the two judgements as
+    independent gives the product. Usefulness is left out: it rates helpfulness, not truth."""
+    return _prob(p_rel, "p_rel") * support_expectation(p_sup)
+
+
+def _prob(value: float, name: str) -> float:
+    value = float(value)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a probability in [0, 1], got {value}")
+    return value

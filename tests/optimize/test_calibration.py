@@ -1,0 +1,131 @@
+"""Threshold fitting, ECE, reliability diagrams and coverage–accuracy curves on synthetic dev sets."""
+
+import random
+
+import pytest
+
+from optimize.calibration import (
+    ThresholdFit,
+    candidate_thresholds,
+    coverage_accuracy_curve,
+    ece,
+    evaluate_threshold,
+    fit_threshold,
+    plot_coverage_accuracy,
+    reliability_diagram,
+    threshold_curve,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _separable(cut: float = 0.3, n: int = 40, seed: int = 1):
+    """Negatives score below ``cut`` and positives above: the best threshold sits at the gap."""
+    rng = random.Random(seed)
+    neg = [rng.uniform(0.0, cut - 0.05) for _ in range(n)]
+    pos = [rng.uniform(cut + 0.05, 1.0) for _ in range(n)]
+    return neg + pos, [False] * n + [True] * n
+
+
+def test_fit_finds_the_known_best_threshold():
+    probs, labels = _separable(cut=0.3)
+    fit = fit_threshold(probs, labels)
+    highest_negative = max(p for p, y in zip(probs, labels) if not y)
+    lowest_positive = min(p for p, y in zip(probs, labels) if y)
+    assert highest_negative < fit.threshold <= lowest_positive
+    assert fit.point.accuracy == 1.0 and fit.point.false_abstention == 0.0 and fit.point.false_acceptance == 0.0
+    assert fit.n == 80 and fit.n_positive == 40 and fit.objective == "accuracy"
+    assert 0.2 < fit.threshold < 0.4
+
+
+def test_fit_with_overlap_picks_the_accuracy_maximum():
+    # scores:  0.1 F, 0.2 F, 0.4 T, 0.5 F, 0.6 T, 0.7 T, 0.9 T  -> best: threshold between 0.2 and 0.4 (6/7)
+    probs = [0.1, 0.2, 0.4, 0.5, 0.6, 0.7, 0.9]
+    labels = [0, 0, 1, 0, 1, 1, 1]
+    fit = fit_threshold(probs, labels)
+    assert fit.threshold == pytest.approx(0.3)
+    assert fit.point.accuracy == pytest.approx(6 / 7)
+
+
+def test_false_abstention_target_lowers_the_threshold():
+    probs = [0.1, 0.2, 0.3, 0.35, 0.6, 0.7, 0.8, 0.9, 0.4, 0.45]
+    labels = [1, 0, 0, 0, 1, 1, 1, 1, 0, 0]  # one positive scored 0.1: only threshold <= 0.1 keeps it
+    acc = fit_threshold(probs, labels)
+    capped = fit_threshold(probs, labels, ("max_false_abstention", 0.0))
+    assert acc.threshold == pytest.approx(0.525) and acc.point.false_abstention == pytest.approx(0.2)
+    assert capped.threshold <= 0.1 and capped.point.false_abstention == 0.0
+    assert capped.objective == "max_false_abstention<=0"
+    loose = fit_threshold(probs, labels, ("max_false_abstention", 0.25))
+    assert loose.threshold == acc.threshold
+
+
+def test_false_acceptance_target_raises_the_threshold():
+    probs = [0.2, 0.3, 0.6, 0.7, 0.8, 0.95]
+    labels = [0, 0, 1, 1, 0, 1]
+    fit = fit_threshold(probs, labels, ("max_false_acceptance", 0.0))
+    assert fit.threshold == pytest.approx(0.875) and fit.point.false_acceptance == 0.0
+
+
+def test_curve_covers_every_distinct_decision():
+    probs = [0.2, 0.2, 0.6, 1.0]
+    labels = [0, 1, 1, 1]
+    assert candidate_thresholds(probs) == [0.0, pytest.approx(0.4), pytest.approx(0.8)]  # top 1.0: no all-negative
+    curve = threshold_curve(probs, labels)
+    assert [pt.coverage for pt in curve] == [1.0, 0.5, 0.25]
+    assert [pt.false_abstention for pt in curve] == [0.0, pytest.approx(1 / 3), pytest.approx(2 / 3)]
+    assert evaluate_threshold([0.3], [1], 0.5).balanced_accuracy == 0.0  # only positives: recall alone
+
+
+def test_fit_round_trips_as_json_for_the_artifact():
+    fit = fit_threshold(*_separable())
+    assert ThresholdFit.model_validate_json(fit.model_dump_json()) == fit
+    assert len(fit.curve) == 81  # 80 distinct scores: 0, 79 midpoints, one above the top
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="length"):
+        fit_threshold([0.1], [1, 0])
+    with pytest.raises(ValueError, match="no examples"):
+        fit_threshold([], [])
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        fit_threshold([1.3], [1])
+    with pytest.raises(ValueError, match="unknown objective"):
+        fit_threshold([0.5], [1], "f1")
+    with pytest.raises(ValueError, match="no threshold"):
+        fit_threshold([1.0, 0.5], [0, 1], ("max_false_acceptance", 0.0))
+
+
+def test_ece_zero_when_calibrated_and_large_when_overconfident():
+    probs, labels = [], []
+    for b in range(10):  # each bin: confidence p, exactly p of its examples positive
+        p = (b + 0.5) / 10
+        positives = round(p * 100)
+        probs += [p] * 100
+        labels += [1] * positives + [0] * (100 - positives)
+    assert ece(probs, labels) == pytest.approx(0.0, abs=1e-9)
+    overconfident = [0.95] * 100
+    truth = [1] * 60 + [0] * 40
+    assert ece(overconfident, truth) == pytest.approx(0.35)
+    assert ece([1.0, 1.0], [1, 0], n_bins=5) == pytest.approx(0.5)  # 1.0 lands in the last bin
+    with pytest.raises(ValueError, match="n_bins"):
+        ece([0.5], [1], n_bins=0)
+
+
+def test_coverage_accuracy_curve():
+    conf = [0.9, 0.8, 0.8, 0.4, 0.1]
+    correct = [1, 1, 0, 1, 0]
+    curve = coverage_accuracy_curve(conf, correct)
+    assert [(pt.threshold, pt.coverage) for pt in curve] == [(0.9, 0.2), (0.8, 0.6), (0.4, 0.8), (0.1, 1.0)]
+    assert [pt.accuracy for pt in curve] == [1.0, pytest.approx(2 / 3), 0.75, 0.6]
+
+
+def test_plots_are_written_as_png(tmp_path):
+    probs, labels = _separable()
+    rel = reliability_diagram(probs, labels, tmp_path / "plots" / "relevance.png", title="relevance")
+    cov = plot_coverage_accuracy({"selfrag": coverage_accuracy_curve(probs, labels),
+                                  "vanilla": coverage_accuracy_curve([0.5] * len(labels), labels)},
+                                 tmp_path / "coverage.png")
+    for path in (rel, cov):
+        assert path.read_bytes()[:8] == PNG_MAGIC and path.stat().st_size > 1000
+    with pytest.raises(ValueError, match="no curves"):
+        plot_coverage_accuracy({}, tmp_path / "x.png")
