@@ -3,7 +3,11 @@
 An artifact is one JSON file::
 
     {"selfrag_artifact": 1, "program": "SelfRAG", "program_version": "...", "signature_hash": "...",
-     "manifest": {...}, "state": {<dspy dump_state()>}}
+     "manifest": {...}, "state": {<dspy dump_state()>}, "thresholds": {"retrieve": .., "relevance": ..,
+     "answer": ..}}
+
+``thresholds`` (optional) are the decision thresholds the calibrate stage fitted on labelled dev data
+(their dev curves are in the manifest); a program without them uses :class:`~programs.thresholds.Thresholds`' defaults.
 
 It never holds pickled code; ``program`` is the class name, which :func:`artifact_program` maps to
 the registry name. Loading refuses a missing or corrupt file, another program, another
@@ -22,7 +26,10 @@ from typing import Any
 
 import dspy
 
+from pydantic import ValidationError
+
 from programs.registry import program_name
+from programs.thresholds import Thresholds
 
 FORMAT_VERSION = 1
 PROGRAM_VERSION = "1.0"
@@ -55,6 +62,9 @@ def save_artifact(program: dspy.Module, path: Path | str, manifest: dict[str, An
         "manifest": manifest or {},
         "state": program.dump_state(),
     }
+    thresholds = getattr(program, "compiled_thresholds", None)
+    if thresholds is not None:
+        payload["thresholds"] = thresholds.model_dump()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -92,6 +102,12 @@ def load_state_into(program: dspy.Module, path: Path | str) -> dspy.Module:
         program.load_state(payload["state"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(f"compiled artifact {path} has a corrupt state: {exc}") from exc
+    if payload.get("thresholds") is not None:
+        try:
+            program.compiled_thresholds = Thresholds.model_validate(payload["thresholds"])
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise ArtifactError(f"compiled artifact {path} has invalid thresholds: {problems}") from exc
     return program
 
 

@@ -19,12 +19,15 @@ from typing import Any, ClassVar, TypeVar
 
 import dspy
 
+from programs.batch_grading import parse_batch_verdicts
+from programs.judging import field_labels, record_soft, soft_items, soft_of
 from programs.passages import ABSTAIN_ANSWER, cited_passages, citation, format_passages, passage_ref
 from programs.passages import quote_safe  # noqa: F401 - optimize/compile.py imports it from here (for now)
 from programs.scoring import Candidate
 from programs.settings import ProgramSettings
+from programs.thresholds import Thresholds
 from programs.tracing import Tracer
-from programs.types import Passage, RAGResult, Retriever, WebSearch
+from programs.types import AbstainReason, Passage, RAGResult, Retriever, WebSearch
 from programs.web_budget import WebBudget
 
 T = TypeVar("T")
@@ -99,6 +102,18 @@ class RAGModule(dspy.Module):
         self.adapter = adapter
         for name, signature in self.PREDICTORS.items():
             setattr(self, name, dspy.Predict(signature))
+        self.compiled_thresholds: Thresholds | None = None  # set when a compiled artifact is loaded
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """The decision thresholds in force: each set in the settings wins, else the compiled
+        artifact's (its calibrate stage), else :class:`Thresholds`' defaults."""
+        base = self.compiled_thresholds or Thresholds()
+        cfg = self.config
+        overrides = {name: value for name, value in (("retrieve", cfg.retrieve_threshold),
+                                                     ("relevance", cfg.relevance_threshold),
+                                                     ("answer", cfg.answer_threshold)) if value is not None}
+        return base.model_copy(update=overrides) if overrides else base
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RAGModule:
         """Deep-copy the predictors and settings; keep the same component objects."""
@@ -129,8 +144,10 @@ class RAGModule(dspy.Module):
         with lm_scope(self.generator_lm, self.adapter):
             return tracer.call(step, predictor, field, config=config, **inputs)
 
-    def _evidence(self, passages: list[Passage]) -> str:
-        return format_passages(passages, self.config.passage_chars)
+    def _evidence(self, passages: list[Passage], query: str | None = None) -> str:
+        """Passages as quoted, numbered evidence; with ``query``, long ones shown as their window
+        around the query terms (:func:`programs.passages.passage_window`)."""
+        return format_passages(passages, self.config.passage_chars, query=query)
 
     # ------------------------------------------------------------------ shared steps
     def _retrieve(self, tracer: Tracer, query: str, k: int) -> list[Passage]:
@@ -164,6 +181,52 @@ class RAGModule(dspy.Module):
         verdicts = self._map(grade, passages)
         return [p for p, ok in zip(passages, verdicts) if ok]
 
+    def _relevance_scores(self, tracer: Tracer, question: str, passages: list[Passage]) -> list[float | None]:
+        """P(relevant) of each passage (None: its judgement failed), graded in one batched call
+        (``config.grading = "batched"``, ``self.grade_relevance_batch``) or one call per passage.
+
+        A batch whose output is malformed for some passages re-grades those one by one (recorded).
+        Every passage gets a ``grade_relevance`` step with its ``passage_id``, label and probabilities
+        (0 LM calls when it came from the batch), so evaluation reads the verdicts the same way."""
+        if not passages:
+            return []
+        window = self.config.grade_chars
+        labels = field_labels(self.grade_relevance, "relevance")
+        scores: list[float | None] = [None] * len(passages)
+        todo = list(range(len(passages)))
+        if self.config.grading == "batched" and len(passages) > 1:
+            pred, batch_step = self._critic(tracer, "grade_relevance_batch", self.grade_relevance_batch, "verdicts",
+                                            question=question,
+                                            passages=format_passages(passages, window, query=question))
+            parsed = parse_batch_verdicts(getattr(pred, "verdicts", None) if pred is not None else None,
+                                          len(passages))
+            softs = soft_items(pred, "relevance", labels, parsed.labels)
+            batch_step.output = parsed.labels
+            if parsed.malformed:
+                batch_step.inputs["problems"] = "; ".join(parsed.problems)[:200]
+            for i, (p, soft) in enumerate(zip(passages, softs)):
+                if soft is None:
+                    continue
+                step = tracer.note("grade_relevance", soft.label, passage_id=passage_ref(p), batched=True)
+                record_soft(step, soft)
+                scores[i] = soft.p("relevant")
+            todo = parsed.missing
+            if todo and pred is not None:
+                tracer.note("grade_fallback", [passage_ref(passages[i]) for i in todo], reason="malformed batch")
+
+        def grade_one(i: int) -> float | None:
+            p = passages[i]
+            pred, step = self._critic(tracer, "grade_relevance", self.grade_relevance, "relevance",
+                                      question=question, passage=format_passages([p], window, query=question))
+            step.inputs["passage_id"] = passage_ref(p)
+            soft = soft_of(pred, "relevance", labels)
+            record_soft(step, soft)
+            return None if soft is None else soft.p("relevant")
+
+        for i, score in zip(todo, self._map(grade_one, todo)):
+            scores[i] = score
+        return scores
+
     def _draft(self, tracer: Tracer, question: str, passages: list[Passage], origin: str = "kb",
                config: dict | None = None) -> Candidate | None:
         """One cited answer from ``passages`` (``self.generate_answer``); None when the call failed or
@@ -180,18 +243,27 @@ class RAGModule(dspy.Module):
 
     def _judge_support(self, tracer: Tracer, question: str, cand: Candidate) -> Candidate:
         """The support judge (``self.judge_support``) on ``cand`` against the passages it was drafted from."""
-        sup, _ = self._critic(tracer, "judge_support", self.judge_support, "support",
-                              question=question, passages=self._evidence(cand.passages), answer=cand.answer)
-        cand.support = sup.support if sup is not None else None
+        sup, step = self._critic(tracer, "judge_support", self.judge_support, "support",
+                                 question=question, passages=self._evidence(cand.passages, question),
+                                 answer=cand.answer)
+        soft = soft_of(sup, "support", field_labels(self.judge_support, "support"))
+        record_soft(step, soft)
+        cand.support = str(soft.label) if soft is not None else None
+        cand.p_sup = None if soft is None else {str(k): v for k, v in soft.probs.items()}
         cand.support_judged = True
         return cand
 
     def _finish(self, tracer: Tracer, question: str, start: float, best: Candidate | None, *,
-                retrieved: bool = True, used_web: bool = False) -> dspy.Prediction:
-        """The prediction for ``best`` (None = abstain, recorded as an ``abstain`` step)."""
+                retrieved: bool = True, used_web: bool = False, reason: AbstainReason | None = None,
+                withheld: Candidate | None = None) -> dspy.Prediction:
+        """The prediction for ``best`` (None = abstain, recorded as an ``abstain`` step with its
+        ``reason``; ``withheld`` is a candidate that was not good enough, kept in the trace)."""
         if best is None:
-            tracer.note("abstain", ABSTAIN_ANSWER)
+            reason = reason or "no_relevant_passage"
+            tracer.note("abstain", {"reason": reason, "answer": ABSTAIN_ANSWER},
+                        **({"withheld": withheld.answer} if withheld is not None else {}))
         cfg = self.config
+        confidence = (best or withheld).confidence() if (best or withheld) is not None else None
         cited = best.cited if best is not None else []
         result = RAGResult(
             question=question,
@@ -203,6 +275,8 @@ class RAGModule(dspy.Module):
             supported=(best.support or "no") if best is not None and best.support_judged else None,
             usefulness=None if best is None else best.usefulness,
             score=round(best.score(cfg.w_rel, cfg.w_sup, cfg.w_use), 4) if best and self.reports_score else None,
+            abstain_reason=None if best is not None else reason,
+            confidence=None if confidence is None else round(confidence, 4),
             trace=tracer.steps,
             usage=tracer.usage,
             seconds=round(time.perf_counter() - start, 4),

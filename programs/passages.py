@@ -7,6 +7,7 @@ with anything that could close the quote or forge a DSPy field header neutralise
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from programs.types import Citation, Passage
@@ -31,9 +32,55 @@ def quote(text: str, title: str, max_chars: int) -> str:
     return (f"({quote_safe(title)}) " if title else "") + f"«{quote_safe(_clip(text, max_chars))}»"
 
 
-def format_passages(passages: list[Passage], max_chars: int) -> str:
-    """Numbered, delimited passages, one per line: ``[1] (title) «text»``."""
-    return "\n".join(f"[{i}] {quote(p.text, p.title, max_chars)}" for i, p in enumerate(passages, start=1))
+_WORD = re.compile(r"[^\W\d_]{3,}|\d+", re.UNICODE)
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_BOUNDARY = re.compile(r"(?<=[.!?。！？；;])\s*|\n+")
+_STOP = frozenset("the and for with what who whom whose which when where why how does did are was were "
+                  "has have had from that this these those into about than then them they their its "
+                  "can could would should will shall may might not any all".split())
+
+
+def query_terms(query: str) -> set[str]:
+    """Lower-cased content words of ``query`` (3+ letters or a number, stop words dropped) and, for
+    Chinese, its character bigrams."""
+    q = query.lower()
+    terms = {w for w in _WORD.findall(q) if w not in _STOP and not _CJK.search(w)}
+    cjk = "".join(_CJK.findall(q))
+    terms |= {cjk[i:i + 2] for i in range(len(cjk) - 1)}
+    return terms
+
+
+def passage_window(text: str, query: str, max_chars: int) -> str:
+    """The ``max_chars`` of ``text`` that mention the most query terms, starting at a sentence boundary
+    (the start of the text on ties and when nothing matches): the part of a long passage a judge
+    needs, instead of its first ``max_chars``. Clipped ends are marked with "…"."""
+    if len(text) <= max_chars:
+        return text
+    terms = query_terms(query)
+    starts = [0] + [m.end() for m in _BOUNDARY.finditer(text) if 0 < m.end() < len(text) - 1]
+    best, best_hits = 0, -1
+    lowered = text.lower()
+    for start in starts:
+        window = lowered[start:start + max_chars]
+        head = window[: max_chars // 2]  # ties go to the window whose matches come early (context follows)
+        hits = sum(1 for t in terms if t in window) + 0.5 * sum(1 for t in terms if t in head)
+        if hits > best_hits:
+            best, best_hits = start, hits
+    if best_hits <= 0:
+        best = 0
+    piece = text[best:best + max_chars]
+    return ("…" if best > 0 else "") + piece + ("…" if best + max_chars < len(text) else "")
+
+
+def format_passages(passages: list[Passage], max_chars: int, query: str | None = None) -> str:
+    """Numbered, delimited passages, one per line: ``[1] (title) «text»``. With ``query``, a long
+    passage is shown as its :func:`passage_window` around the query terms instead of its beginning."""
+    def shown(p: Passage) -> str:
+        if query is None:
+            return quote(p.text, p.title, max_chars)
+        return (f"({quote_safe(p.title)}) " if p.title else "") + f"«{quote_safe(passage_window(p.text, query, max_chars))}»"
+
+    return "\n".join(f"[{i}] {shown(p)}" for i, p in enumerate(passages, start=1))
 
 
 def passage_ref(p: Passage) -> str:

@@ -95,3 +95,35 @@ def route_after_web_round(
 def route_after_refinement(n_knowledge: int) -> Literal["generate", "abstain"]:
     """Answer from the refined knowledge if any strip survived; otherwise abstain honestly."""
     return "generate" if n_knowledge > 0 else "abstain"
+
+
+# ---------------------------------------------------------------------- SelfRAG on soft scores
+def route_retrieve_decision(mode: RetrieveMode, rule: str | None, p_retrieve: float | None,
+                            threshold: float) -> Literal["retrieve", "direct"]:
+    """Self-RAG's adaptive retrieval with cheap rules first: ``always``/``never`` override everything;
+    a rule's verdict (``"yes"``/``"no"``) is final; otherwise retrieve when the judge's P(retrieve) ≥
+    ``threshold``; a failed judgement (None) retrieves — answering without evidence is the riskier mistake."""
+    if mode == "always":
+        return "retrieve"
+    if mode == "never":
+        return "direct"
+    if rule in ("yes", "no"):
+        return "retrieve" if rule == "yes" else "direct"
+    if p_retrieve is None:
+        return "retrieve"
+    return "retrieve" if p_retrieve >= threshold else "direct"
+
+
+def route_after_answer_check(
+    answerable: bool, regenerations_done: int, max_regenerations: int,
+    web_rounds_done: int, max_web_rounds: int, has_web: bool,
+) -> Literal["accept", "regenerate", "web", "abstain"]:
+    """The best candidate is answered when its confidence reaches the answer threshold
+    (``answerable``); otherwise regenerate (bounded), then one more web round (bounded), then abstain."""
+    if answerable:
+        return "accept"
+    if regenerations_done < max_regenerations:
+        return "regenerate"
+    if has_web and web_rounds_done < max_web_rounds:
+        return "web"
+    return "abstain"

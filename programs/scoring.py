@@ -22,9 +22,36 @@ class Candidate:
     support_judged: bool = False  # whether the support judge ran (result.supported is then filled)
     usefulness: int | None = None
     origin: str = "kb"  # kb | regenerated | web | direct
+    # Soft critique (Self-RAG's expectations): P(relevant) of the passages it was drafted from, the
+    # support distribution and E[usefulness] on 1..5. None = not judged softly (hard labels are used).
+    p_rel: float | None = None
+    p_sup: dict[str, float] | None = None
+    e_use: float | None = None
 
     def score(self, w_rel: float = 1.0, w_sup: float = 1.0, w_use: float = 0.5) -> float:
-        return candidate_score(self.relevant, self.support, self.usefulness, w_rel, w_sup, w_use)
+        """w_rel·P(relevant) + w_sup·(P(fully) + 0.5·P(partially)) + w_use·E[use] (use mapped to −1..1);
+        with hard labels (no probabilities) the same formula on the decoded labels."""
+        if self.p_sup is None:
+            return candidate_score(self.relevant, self.support, self.usefulness, w_rel, w_sup, w_use)
+        rel = self.p_rel if self.p_rel is not None else (1.0 if self.relevant else 0.0)
+        total = sum(self.p_sup.values()) or 1.0
+        sup = sum(SUPPORT_VALUE.get(label, 0.0) * p for label, p in self.p_sup.items()) / total
+        if self.e_use is not None:
+            use = (self.e_use - 3.0) / 2.0
+        else:
+            use = USEFULNESS_VALUE.get(self.usefulness, 0.0) if self.usefulness is not None else 0.0
+        return w_rel * rel + w_sup * sup + w_use * use
+
+    def confidence(self) -> float | None:
+        """P(the answer is supported): P(relevant) × (P(fully) + 0.5·P(partially)); None when the
+        support judge never ran on it."""
+        if not self.support_judged:
+            return None
+        rel = self.p_rel if self.p_rel is not None else (1.0 if self.relevant else 0.0)
+        if self.p_sup is None:
+            return rel * SUPPORT_VALUE.get(self.support or "no", 0.0)
+        total = sum(self.p_sup.values()) or 1.0
+        return rel * sum(SUPPORT_VALUE.get(label, 0.0) * p for label, p in self.p_sup.items()) / total
 
 
 def candidate_score(

@@ -1,7 +1,18 @@
-"""SelfRAG: decide → retrieve → grade → draft per passage → critique → pick, with bounded fallbacks.
+"""SelfRAG: decide → retrieve → grade → draft → critique → pick, on soft scores, with bounded fallbacks.
 
-After Asai et al. 2023 (Self-RAG) with the reflection tokens as separate typed DSPy judgements, so
-an optimizer can compile each one, and the LangGraph-style corrective loop (rewrite, web, abstain).
+After Asai et al. 2023 (Self-RAG) with the reflection tokens as separate typed DSPy judgements, so an
+optimizer can compile each one, and the LangGraph-style corrective loop (rewrite, web, abstain).
+Every judgement gives a probability per label (from its label tokens' log-probabilities; probability
+1 for the decoded label on a backend without them) and three thresholds — compiled by ``selfrag
+compile``'s calibrate stage — turn them into routes: retrieve when P(retrieve) ≥ δ, keep a passage when
+P(relevant) ≥ its threshold, answer when the chosen candidate's confidence (P(relevant) × (P(fully) +
+0.5·P(partially))) ≥ the answer threshold, else abstain with a reason.
+
+LM calls per question, at most (``grading = "batched"``, one joint draft)::
+
+    1 (retrieve decision; 0 when a cheap rule decides) + (1 + max_rewrites + max_web_rounds) ·
+    (1 grade batch [+ per-passage re-grades of a malformed batch]) + max_rewrites (rewrite) +
+    (1 + max_regenerations + max_web_rounds) · (draft + support [+ usefulness when several candidates])
 """
 
 from __future__ import annotations
@@ -12,33 +23,50 @@ import dspy
 
 from programs.base import RAGModule
 from programs.passages import format_passages  # noqa: F401 - optimize/compile.py imports it from here (for now)
-from programs.routing import route_after_critique, route_after_grading, route_retrieval
+from programs.judging import field_labels, record_soft, soft_of
+from programs.retrieve_rules import match_rule
+from programs.routing import route_after_answer_check, route_after_grading, route_retrieve_decision
 from programs.scoring import Candidate, pick_best
+from programs.token_budget import TokenBudget
 from programs.tracing import Tracer
-from programs.types import Passage
+from programs.types import AbstainReason, Passage
 from programs.web_budget import WebBudget
 from signatures import (
     AnswerDirectly,
     GenerateAnswer,
     GradeRelevance,
+    GradeRelevanceBatch,
     JudgeSupport,
     JudgeUsefulness,
     RetrieveDecision,
     RewriteQuery,
 )
 
+# Rough prompt-token cost of the optional steps, used by the per-question token budget to decide
+# what still fits (the real cost is recorded on each trace step).
+STEP_ESTIMATES = {"extra_candidates": 700, "usefulness_single": 150, "regeneration": 1000, "web": 1200}
+
+
+def _charge(budget: TokenBudget, tracer: Tracer) -> None:
+    """Bring the budget's spent tokens up to the prompt tokens the trace has recorded so far."""
+    budget.spend(max(0, tracer.usage.prompt_tokens - budget.spent))
+
 
 class SelfRAG(RAGModule):
     """Self-reflective RAG over a retriever, with an optional web search (constructor: :class:`RAGModule`).
 
-    Retrieves ``2 * config.k`` candidates, grades each, drafts one answer per relevant passage (at most
-    ``config.max_candidates``) and critiques each for support and usefulness; the best by weighted
-    score wins. Rewrites, web rounds and regenerations are bounded by the settings.
+    Retrieves ``2 * config.k`` candidates and grades them (one batched call by default); drafts one
+    answer from the top ``config.draft_passages`` relevant passages (``max_candidates = 1``) or one per
+    relevant passage (``max_candidates > 1``, Self-RAG's parallel segments), critiques each for support
+    (and usefulness when there are several to rank), and answers with the best only when its confidence
+    reaches the answer threshold. Rewrites, web rounds and regenerations are bounded by the settings;
+    ``config.token_budget`` drops optional steps in a stated order (:mod:`programs.token_budget`).
     """
 
     PREDICTORS = {
         "decide_retrieval": RetrieveDecision,
         "grade_relevance": GradeRelevance,
+        "grade_relevance_batch": GradeRelevanceBatch,
         "rewrite_query": RewriteQuery,
         "generate_answer": GenerateAnswer,
         "answer_directly": AnswerDirectly,
@@ -47,57 +75,115 @@ class SelfRAG(RAGModule):
     }
 
     # ------------------------------------------------------------------ steps
+    def _decide(self, tracer: Tracer, question: str) -> str:
+        cfg, th = self.config, self.thresholds
+        rule = match_rule(question) if cfg.retrieve_rules and cfg.retrieve_mode == "adaptive" else None
+        p_retrieve = None
+        if rule is not None:
+            tracer.note("retrieve_rule", rule.decision, rule=rule.rule)
+        elif cfg.retrieve_mode == "adaptive":
+            pred, step = self._critic(tracer, "retrieve_decision", self.decide_retrieval, "decision",
+                                      question=question, answer_so_far="")
+            soft = soft_of(pred, "decision", field_labels(self.decide_retrieval, "decision"))
+            record_soft(step, soft)
+            p_retrieve = None if soft is None else soft.p("yes") + soft.p("continue")
+        route = route_retrieve_decision(cfg.retrieve_mode, rule.decision if rule else None, p_retrieve, th.retrieve)
+        tracer.note("route", route, mode=cfg.retrieve_mode, p_retrieve=p_retrieve, threshold=th.retrieve)
+        return route
+
+    def _relevant(self, tracer: Tracer, question: str, passages: list[Passage]) -> list[tuple[Passage, float]]:
+        """The passages whose P(relevant) reaches the threshold, most probable first (ties: rank)."""
+        scores = self._relevance_scores(tracer, question, passages)
+        th = self.thresholds.relevance
+        kept = [(p, s) for p, s in zip(passages, scores) if s is not None and s >= th]
+        return sorted(kept, key=lambda ps: -ps[1])
+
     def _judge_usefulness(self, tracer: Tracer, question: str, cand: Candidate) -> Candidate:
-        use, _ = self._critic(tracer, "judge_usefulness", self.judge_usefulness, "usefulness",
-                              question=question, answer=cand.answer)
-        cand.usefulness = int(use.usefulness) if use is not None else None
+        use, step = self._critic(tracer, "judge_usefulness", self.judge_usefulness, "usefulness",
+                                 question=question, answer=cand.answer)
+        soft = soft_of(use, "usefulness", field_labels(self.judge_usefulness, "usefulness"))
+        record_soft(step, soft)
+        if soft is not None:
+            cand.usefulness = int(soft.label)
+            cand.e_use = sum(int(k) * v for k, v in soft.probs.items()) / (sum(soft.probs.values()) or 1.0)
         return cand
 
-    def _draft_and_critique(self, tracer: Tracer, question: str, groups: list[list[Passage]], origin: str,
-                            config: dict | None = None) -> list[Candidate]:
-        def one(group: list[Passage]) -> Candidate | None:
-            cand = self._draft(tracer, question, group, origin, config)
+    def _candidates(self, tracer: Tracer, question: str, relevant: list[tuple[Passage, float]], origin: str,
+                    budget: TokenBudget, config: dict | None = None, joint: bool = False) -> list[Candidate]:
+        """Draft and critique: one joint draft (``joint`` or ``max_candidates == 1``), else one per
+        passage (extra candidates only while the token budget allows)."""
+        cfg = self.config
+        if joint or cfg.max_candidates == 1:
+            top = relevant[: cfg.draft_passages]
+            groups = [top]
+        else:
+            groups = [[pr] for pr in relevant[: cfg.max_candidates]]
+            if len(groups) > 1 and not budget.allows("extra_candidates", STEP_ESTIMATES["extra_candidates"]
+                                                     * (len(groups) - 1)):
+                groups = groups[:1]
+        rate = cfg.judge_usefulness == "always" or len(groups) > 1
+        if rate and len(groups) == 1 and not budget.allows("usefulness_single", STEP_ESTIMATES["usefulness_single"]):
+            rate = False
+
+        def one(group: list[tuple[Passage, float]]) -> Candidate | None:
+            passages = [p for p, _ in group]
+            cand = self._draft(tracer, question, passages, origin, config)
             if cand is None:
                 return None
-            return self._judge_usefulness(tracer, question, self._judge_support(tracer, question, cand))
+            cand.p_rel = sum(s for _, s in group) / len(group)
+            cand = self._judge_support(tracer, question, cand)
+            return self._judge_usefulness(tracer, question, cand) if rate else cand
 
-        return [c for c in self._map(one, groups) if c is not None]
+        out = [c for c in self._map(one, groups) if c is not None]
+        _charge(budget, tracer)
+        return out
+
+    def _choose(self, tracer: Tracer, candidates: list[Candidate]) -> Candidate | None:
+        """The best candidate by (soft) weighted score, recorded with every candidate's score and confidence."""
+        cfg = self.config
+        best = pick_best(candidates, cfg.w_rel, cfg.w_sup, cfg.w_use)
+        tracer.note("select_candidate", {
+            "scores": [round(c.score(cfg.w_rel, cfg.w_sup, cfg.w_use), 3) for c in candidates],
+            "confidence": [None if c.confidence() is None else round(c.confidence(), 3) for c in candidates],
+            "best": candidates.index(best) if best else None})
+        return best
 
     # ------------------------------------------------------------------ forward
     def forward(self, question: str) -> dspy.Prediction:
         question = self._question(question)
-        cfg = self.config
+        cfg, th = self.config, self.thresholds
         tracer = Tracer()
         start = time.perf_counter()
+        reserve = {k: v for k, v in STEP_ESTIMATES.items() if k != "web" or self.web_search is not None}
+        tokens = TokenBudget(cfg.token_budget, reserve=reserve)
 
-        decision = None
-        if cfg.retrieve_mode == "adaptive":
-            pred, _ = self._critic(tracer, "retrieve_decision", self.decide_retrieval, "decision",
-                                   question=question, answer_so_far="")
-            decision = pred.decision if pred is not None else None
-        route = route_retrieval(cfg.retrieve_mode, decision)
-        tracer.note("route", route, mode=cfg.retrieve_mode, decision=decision)
-
-        if route == "direct":
+        if self._decide(tracer, question) == "direct":
             return self._direct(tracer, question, start)
 
         # Retrieve, grade; rewrite, web, abstain — every loop bounded by the settings.
-        budget = WebBudget(cfg.max_web_rounds)
+        web = WebBudget(cfg.max_web_rounds)
         has_web = self.web_search is not None
-        relevant: list[Passage] = []
         failed_queries: list[str] = []
-        query, rewrites, used_web = question, 0, False
+        query, rewrites, used_web, retrieval_failed = question, 0, False, False
         while True:
-            passages = self._web(tracer, budget, query) if used_web else self._retrieve(tracer, query, 2 * cfg.k)
-            relevant = self._grade(tracer, question, passages) if passages else []
-            nxt = route_after_grading(len(relevant), rewrites, cfg.max_rewrites, budget.rounds_used,
-                                      cfg.max_web_rounds, has_web)
-            tracer.note("route", nxt, relevant=len(relevant), graded=len(passages))
+            if used_web:
+                passages = self._web(tracer, web, query)
+            else:
+                passages = self._retrieve(tracer, query, 2 * cfg.k)
+                retrieval_failed = retrieval_failed or not tracer.steps[-1].ok
+            relevant = self._relevant(tracer, question, passages)
+            _charge(tokens, tracer)
+            nxt = route_after_grading(len(relevant), rewrites, cfg.max_rewrites, web.rounds_used, cfg.max_web_rounds,
+                                      has_web)
+            if nxt == "web" and not tokens.allows("web", STEP_ESTIMATES["web"]):
+                nxt = "abstain"
+            tracer.note("route", nxt, relevant=len(relevant), graded=len(passages), threshold=th.relevance)
             if nxt == "generate":
                 break
             failed_queries.append(query)
             if nxt == "abstain":
-                return self._finish(tracer, question, start, None, used_web=used_web)
+                return self._finish(tracer, question, start, None, used_web=used_web,
+                                    reason=self._nothing_reason(tracer, used_web, retrieval_failed))
             if nxt == "rewrite":
                 rewrites += 1
                 pred, _ = self._generator(tracer, "rewrite_query", self.rewrite_query, "query",
@@ -108,46 +194,73 @@ class SelfRAG(RAGModule):
                 used_web = True
                 query = question
 
-        groups = [[p] for p in relevant[: cfg.max_candidates]]
-        candidates = self._draft_and_critique(tracer, question, groups, "web" if used_web else "kb")
+        candidates = self._candidates(tracer, question, relevant, "web" if used_web else "kb", tokens)
         best = self._choose(tracer, candidates)
         regenerations = 0
         while True:
-            nxt = route_after_critique(best.support if best else None, regenerations, cfg.max_regenerations,
-                                       budget.rounds_used, cfg.max_web_rounds, has_web)
-            tracer.note("route", nxt, support=best.support if best else None)
-            if nxt in ("accept", "flag_unsupported"):
-                break  # a None best (no usable draft at all) abstains in _finish
+            confidence = best.confidence() if best is not None else None
+            answerable = confidence is not None and confidence >= th.answer
+            max_regen, web_ok = cfg.max_regenerations, has_web
+            while True:  # the route, with optional steps the token budget refuses taken out (at most twice)
+                nxt = route_after_answer_check(answerable, regenerations, max_regen, web.rounds_used,
+                                               cfg.max_web_rounds, web_ok)
+                if nxt == "regenerate" and not tokens.allows("regeneration", STEP_ESTIMATES["regeneration"]):
+                    max_regen = regenerations
+                elif nxt == "web" and not tokens.allows("web", STEP_ESTIMATES["web"]):
+                    web_ok = False
+                else:
+                    break
+            tracer.note("route", nxt, support=best.support if best else None, confidence=confidence,
+                        threshold=th.answer)
+            if nxt in ("accept", "abstain"):
+                break
             if nxt == "regenerate":
                 regenerations += 1
-                # All relevant passages together: a different context, not a repeat of the same call.
+                # All relevant passages together: a different context, then fresh samples of it.
                 config = {"rollout_id": regenerations, "temperature": 0.7} if regenerations > 1 else None
-                new = self._draft_and_critique(tracer, question, [relevant], "regenerated", config=config)
+                new = self._candidates(tracer, question, relevant, "regenerated", tokens, config=config, joint=True)
             else:  # web
                 used_web = True
-                web_passages = self._web(tracer, budget, question)
-                web_relevant = self._grade(tracer, question, web_passages) if web_passages else []
+                web_relevant = self._relevant(tracer, question, self._web(tracer, web, question))
                 relevant = web_relevant or relevant
-                new = self._draft_and_critique(tracer, question, [[p] for p in web_relevant[: cfg.max_candidates]],
-                                               "web")
+                new = self._candidates(tracer, question, web_relevant, "web", tokens) if web_relevant else []
             candidates.extend(new)
-            best = self._choose(tracer, candidates)
+            best = self._choose(tracer, candidates) or best
 
+        if tokens.dropped:
+            tracer.note("token_budget", tokens.summary())
+        if nxt == "abstain":
+            reason: AbstainReason = "no_answer_in_passages" if best is None else (
+                "low_confidence" if best.support in ("fully", "partially") else "unsupported")
+            if best is None and self._deciding_calls_failed(tracer):
+                reason = "lm_error"
+            return self._finish(tracer, question, start, None, used_web=used_web, reason=reason, withheld=best)
         return self._finish(tracer, question, start, best,
-                            used_web=used_web or (best is not None and best.origin == "web"))
+                            used_web=best is not None and (best.origin == "web" or any(
+                                p.metadata.get("url") for p in best.passages)))
 
-    def _choose(self, tracer: Tracer, candidates: list[Candidate]) -> Candidate | None:
-        """The best candidate by weighted score, recorded with every candidate's score."""
-        cfg = self.config
-        best = pick_best(candidates, cfg.w_rel, cfg.w_sup, cfg.w_use)
-        scores = [round(c.score(cfg.w_rel, cfg.w_sup, cfg.w_use), 3) for c in candidates]
-        tracer.note("select_candidate", {"scores": scores, "best": candidates.index(best) if best else None})
-        return best
+    @staticmethod
+    def _deciding_calls_failed(tracer: Tracer) -> bool:
+        """Whether the LM calls that decide the answer (drafts and their support judgements) all failed."""
+        deciding = [s for s in tracer.steps if s.step in ("generate_answer", "judge_support")]
+        return bool(deciding) and not any(s.ok for s in deciding)
+
+    @staticmethod
+    def _nothing_reason(tracer: Tracer, used_web: bool, retrieval_failed: bool) -> AbstainReason:
+        grades = [s for s in tracer.steps if s.step in ("grade_relevance", "grade_relevance_batch")]
+        if grades and not any(s.ok for s in grades):
+            return "lm_error"
+        if used_web and not any(s.ok for s in tracer.steps if s.step == "web_search"):
+            return "retrieval_failed" if retrieval_failed else "web_failed"
+        if retrieval_failed:
+            return "retrieval_failed"
+        return "no_relevant_passage"
 
     def _direct(self, tracer: Tracer, question: str, start: float) -> dspy.Prediction:
         """No retrieval: answer from the LM alone, then rate usefulness (no support to judge)."""
         pred, _ = self._generator(tracer, "answer_directly", self.answer_directly, "answer", question=question)
         if pred is None or not str(pred.answer or "").strip():
-            return self._finish(tracer, question, start, None, retrieved=False)
+            return self._finish(tracer, question, start, None, retrieved=False,
+                                reason="lm_error" if pred is None else "direct_unanswerable")
         cand = Candidate(answer=str(pred.answer).strip(), passages=[], relevant=False, origin="direct")
         return self._finish(tracer, question, start, self._judge_usefulness(tracer, question, cand), retrieved=False)

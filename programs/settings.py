@@ -20,8 +20,20 @@ class ProgramSettings(BaseModel):
 
     strategy: str = "selfrag"  # a name in programs.registry: Self-RAG reflection, corrective retrieval (CRAG), a baseline
     retrieve_mode: Literal["adaptive", "always", "never"] = "adaptive"
-    k: int = Field(3, ge=1, le=20)  # the program retrieves 2k candidates and grades each
-    max_candidates: int = Field(3, ge=1, le=20)
+    k: int = Field(3, ge=1, le=20)  # the program retrieves 2k candidates and grades them
+    # 1: one draft from the top relevant passages together (cheapest); N > 1: Self-RAG's one draft per
+    # relevant passage (at most N), each critiqued, the best by soft score wins.
+    max_candidates: int = Field(1, ge=1, le=20)
+    draft_passages: int = Field(3, ge=1, le=20)  # relevant passages one joint draft reads
+    grading: Literal["batched", "per_passage"] = "batched"  # one call grades all passages, or one call each
+    grade_chars: int = Field(500, ge=100)  # the window of each passage the relevance judge reads
+    retrieve_rules: bool = True  # cheap rules decide obvious retrieve/no-retrieve questions before the judge
+    # Decision thresholds on the soft scores (None = the compiled artifact's, else programs.thresholds defaults).
+    retrieve_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    relevance_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    answer_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    judge_usefulness: Literal["always", "multiple"] = "multiple"  # "multiple": only to rank several candidates
+    token_budget: int | None = Field(None, ge=100)  # prompt tokens per question; optional steps drop to fit
     max_rewrites: int = Field(1, ge=0, le=5)
     max_web_rounds: int = Field(1, ge=0, le=5)
     max_regenerations: int = Field(1, ge=0, le=5)

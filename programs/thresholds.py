@@ -24,6 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from programs.scoring import SUPPORT_VALUE
+from programs.types import AbstainReason
 
 
 class Thresholds(BaseModel):
@@ -35,11 +36,6 @@ class Thresholds(BaseModel):
     relevance: float = Field(0.5, ge=0.0, le=1.0, description="keep a passage when P(relevant) >= this")
     answer: float = Field(0.5, ge=0.0, le=1.0, description="answer when the final candidate's confidence >= this")
 
-
-AbstainReason = Literal[
-    "no_relevant_passage", "no_answer_in_passages", "unsupported", "low_confidence",
-    "web_failed", "retrieval_failed", "lm_error", "direct_unanswerable",
-]
 
 ABSTAIN_REASONS: dict[str, str] = {
     "no_relevant_passage": "passages were retrieved and graded (after every rewrite and web round allowed), "

@@ -75,17 +75,25 @@ class Tracer:
             error=error,
             seconds=round(time.perf_counter() - start, 4),
             lm_calls=counter.calls,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cached_tokens=usage.cached_tokens,
         )
         self.record(record, usage)
         return pred, record
 
 
 def _usage_from(tracker, calls: int) -> Usage:
-    prompt = completion = 0
+    """Tokens of the calls a tracker saw; ``cached_tokens`` from OpenAI-style ``prompt_tokens_details``
+    (the llama.cpp engine reports its prefix-cache reuse there; 0 when a backend does not say)."""
+    prompt = completion = cached = 0
     for entry in tracker.get_total_tokens().values():
         prompt += int(entry.get("prompt_tokens") or 0)
         completion += int(entry.get("completion_tokens") or 0)
-    return Usage(lm_calls=calls, prompt_tokens=prompt, completion_tokens=completion)
+        details = entry.get("prompt_tokens_details")
+        if isinstance(details, dict):
+            cached += int(details.get("cached_tokens") or 0)
+    return Usage(lm_calls=calls, prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached)
 
 
 def _jsonable(value: Any) -> Any:

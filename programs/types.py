@@ -86,22 +86,40 @@ class TraceStep(BaseModel):
     seconds: float = 0.0
     lm_calls: int = 0
     error_kind: WebErrorKind | None = None  # set on failed web steps: routing reads it, never the message
+    # Cost of this step's LM calls: prompt tokens (of which ``cached_tokens`` were reused from the backend's
+    # prefix/KV cache, when it says) and completion tokens.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    # A label judgement's probability per label (read from the label tokens' log-probabilities), and
+    # whether it is soft: ``soft=False`` means the backend gave no log-probabilities and the decoded
+    # label got probability 1.
+    probs: dict[str, float] | None = None
+    soft: bool | None = None
 
 
 class Usage(BaseModel):
     lm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, reused from the backend's prefix cache (0 when unknown)
 
     def add(self, other: "Usage") -> "Usage":
         return Usage(
             lm_calls=self.lm_calls + other.lm_calls,
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
         )
 
 
 SupportLevel = Literal["fully", "partially", "no"]
+
+AbstainReason = Literal[
+    "no_relevant_passage", "no_answer_in_passages", "unsupported", "low_confidence",
+    "web_failed", "retrieval_failed", "lm_error", "direct_unanswerable",
+]
+"""Why a program abstained (see ``programs.thresholds.ABSTAIN_REASONS`` for each)."""
 
 
 class RAGResult(BaseModel):
@@ -116,6 +134,8 @@ class RAGResult(BaseModel):
     supported: SupportLevel | None = None
     usefulness: int | None = None
     score: float | None = None
+    abstain_reason: AbstainReason | None = None  # set exactly when ``abstained``
+    confidence: float | None = None  # P(the answer is supported), from the soft judgements; None when not judged
     trace: list[TraceStep] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     seconds: float = 0.0
