@@ -1,9 +1,10 @@
 """Re-record the llama.cpp fixtures in this folder: ``python -m tests.lm.recordings.record``.
 
-Runs the TINY model (SmolLM2-135M, profile ``tiny``; never the local Qwen model) in process through
-``LlamaCppEngine`` and a real ``dspy.Predict`` with ``dspy.JSONAdapter`` (schema-constrained decoding)
-and ``logprobs=True, top_logprobs=5`` — the factory's defaults — and saves, per judgement, the completion
-text, the prediction's ``logprobs`` (OpenAI format, as DSPy hands them over) and the usage.
+Runs the project's judgement signatures on the TINY model (SmolLM2-135M, profile ``tiny``; never the
+local Qwen model) in process through ``LlamaCppEngine`` and a real ``dspy.Predict`` with
+``dspy.JSONAdapter`` (schema-constrained decoding) and ``logprobs=True, top_logprobs=5`` (the factory's
+defaults), and saves per judgement the completion text, the prediction's ``logprobs`` (OpenAI format,
+as DSPy hands them over) and the usage.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Literal
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -19,48 +19,25 @@ import dspy  # noqa: E402
 
 from selfrag.lm.llamacpp_engine import LlamaCppEngine  # noqa: E402
 from selfrag.lm.model_files import gguf_path  # noqa: E402
+from signatures import EvaluateRetrieval, GradeRelevance, JudgeUsefulness  # noqa: E402
 
 HERE = Path(__file__).parent
 TOP_LOGPROBS = 5
-
-
-class Relevance(dspy.Signature):
-    """Is the passage relevant or irrelevant to the question?"""
-
-    question: str = dspy.InputField()
-    passage: str = dspy.InputField()
-    relevance: Literal["relevant", "irrelevant"] = dspy.OutputField()
-
-
-class Usefulness(dspy.Signature):
-    """Rate how useful the answer is for the question, from 1 (useless) to 5 (complete)."""
-
-    question: str = dspy.InputField()
-    answer: str = dspy.InputField()
-    usefulness: Literal[1, 2, 3, 4, 5] = dspy.OutputField()
-
-
-class Score(dspy.Signature):
-    """Score from 0 (unrelated) to 10 (answers it) how well the passage answers the question."""
-
-    question: str = dspy.InputField()
-    passage: str = dspy.InputField()
-    score: Literal[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10] = dspy.OutputField()
-
+MAX_TOKENS = 64
 
 CASES = {
     "smollm2_relevance.json": (
-        Relevance,
+        GradeRelevance,
         "relevance",
         {"question": "What is the capital of France?", "passage": "Bananas are yellow."},
     ),
     "smollm2_usefulness.json": (
-        Usefulness,
+        JudgeUsefulness,
         "usefulness",
         {"question": "What is the capital of France?", "answer": "Paris is the capital of France."},
     ),
     "smollm2_score.json": (
-        Score,
+        EvaluateRetrieval,
         "score",
         {"question": "What is the capital of France?", "passage": "Paris is the capital of France."},
     ),
@@ -77,12 +54,12 @@ def dumps(record: dict) -> str:
 
 def main() -> None:
     path = gguf_path("tiny", None)
-    engine = LlamaCppEngine(path, n_ctx=1024, n_threads=1, max_tokens=32)
+    engine = LlamaCppEngine(path, n_ctx=1024, n_threads=1, max_tokens=MAX_TOKENS)
     lm = dspy.LM(
         "llamacpp/" + path.stem,
         engine=engine,
         temperature=0.0,
-        max_tokens=32,
+        max_tokens=MAX_TOKENS,
         cache=False,
         num_retries=0,
         logprobs=True,
