@@ -7,6 +7,12 @@
 
 ``role="critic"`` uses ``lm.critic_model`` when set: a ``.gguf`` path runs in process, anything else is a
 LiteLLM model string (with ``lm.api_base``).
+
+Token log-probabilities (for soft judgement scores, :mod:`programs.soft_labels`) are asked for with
+``logprobs=True, top_logprobs=K``: every call of the LM then returns them and a ``dspy.Predict``'s
+prediction carries them as ``pred.logprobs``. The in-process engine always can; a LiteLLM model gets
+them only when LiteLLM lists ``logprobs`` among the model's supported parameters (providers such as
+Anthropic refuse the parameter), otherwise they are left off and judgements fall back to hard labels.
 """
 
 from __future__ import annotations
@@ -31,7 +37,19 @@ def _is_gguf(model: str | None) -> bool:
     return bool(model) and Path(model).suffix.lower() == ".gguf"
 
 
-def engine_lm(path: Path, lm: LMSettings) -> dspy.LM:
+DEFAULT_TOP_LOGPROBS = 5
+
+
+def logprob_kwargs(logprobs: bool, top_logprobs: int) -> dict[str, object]:
+    """The ``dspy.LM`` keyword arguments that ask every call for token log-probabilities."""
+    if top_logprobs < 0 or top_logprobs > 20:
+        raise ValueError(f"top_logprobs must be between 0 and 20, got {top_logprobs}")
+    return {"logprobs": True, "top_logprobs": int(top_logprobs)} if logprobs else {}
+
+
+def engine_lm(
+    path: Path, lm: LMSettings, *, logprobs: bool = True, top_logprobs: int = DEFAULT_TOP_LOGPROBS
+) -> dspy.LM:
     """A ``dspy.LM`` backed by the in-process llama.cpp engine for the GGUF at ``path``."""
     engine = LlamaCppEngine(
         path,
@@ -52,14 +70,21 @@ def engine_lm(path: Path, lm: LMSettings) -> dspy.LM:
         max_tokens=lm.max_tokens,
         cache=lm.cache,
         num_retries=0,
+        **logprob_kwargs(logprobs, top_logprobs),
     )
 
 
-def litellm_lm(model: str, lm: LMSettings) -> dspy.LM:
+def litellm_lm(
+    model: str, lm: LMSettings, *, logprobs: bool = True, top_logprobs: int = DEFAULT_TOP_LOGPROBS
+) -> dspy.LM:
     """A LiteLLM-routed ``dspy.LM``; credentials come from the environment only."""
-    kwargs = {}
+    kwargs: dict[str, object] = {}
     if lm.api_base:
         kwargs["api_base"] = lm.api_base
+    wanted = logprob_kwargs(logprobs, top_logprobs)
+    if wanted and not _supports_logprobs(model):
+        logger.info("%s: LiteLLM lists no logprobs support; judgements fall back to hard labels", model)
+        wanted = {}
     return dspy.LM(
         model,
         temperature=lm.temperature,
@@ -67,21 +92,45 @@ def litellm_lm(model: str, lm: LMSettings) -> dspy.LM:
         cache=lm.cache,
         timeout=lm.timeout,
         **kwargs,
+        **wanted,
     )
 
 
-def build_lm(lm: LMSettings, role: Role = "generator") -> dspy.LM:
-    """The LM for ``role`` under settings ``lm`` (no model is loaded here)."""
+def _supports_logprobs(model: str) -> bool:
+    """Whether LiteLLM says the model takes ``logprobs`` (its offline model table; no network)."""
+    try:
+        import litellm
+
+        params = litellm.get_supported_openai_params(model=model) or ()
+    except Exception as exc:  # noqa: BLE001 - an unknown provider or model: do not ask for logprobs
+        logger.debug("no LiteLLM parameter list for %s: %s", model, exc)
+        return False
+    return "logprobs" in params
+
+
+def build_lm(
+    lm: LMSettings,
+    role: Role = "generator",
+    *,
+    logprobs: bool = True,
+    top_logprobs: int = DEFAULT_TOP_LOGPROBS,
+) -> dspy.LM:
+    """The LM for ``role`` under settings ``lm`` (no model is loaded here).
+
+    ``logprobs``/``top_logprobs`` ask every call for token log-probabilities with that many top
+    alternatives (meant to come from the settings ``lm.logprobs`` / ``lm.top_logprobs``).
+    """
     if role not in ("generator", "critic"):
         raise ValueError(f"role must be 'generator' or 'critic', got {role!r}")
+    lp = {"logprobs": logprobs, "top_logprobs": top_logprobs}
     if role == "critic" and lm.critic_model:
         if _is_gguf(lm.critic_model):
-            return engine_lm(gguf_path("local", lm.critic_model), lm)
-        return litellm_lm(lm.critic_model, lm)
+            return engine_lm(gguf_path("local", lm.critic_model), lm, **lp)
+        return litellm_lm(lm.critic_model, lm, **lp)
     if lm.profile == "litellm":
         assert lm.model  # enforced by LMSettings
-        return litellm_lm(lm.model, lm)
-    return engine_lm(gguf_path(lm.profile, lm.model, lm.model_cache), lm)
+        return litellm_lm(lm.model, lm, **lp)
+    return engine_lm(gguf_path(lm.profile, lm.model, lm.model_cache), lm, **lp)
 
 
 def build_adapter(lm: LMSettings) -> dspy.Adapter:

@@ -4,15 +4,21 @@ Use it as ``dspy.LM("llamacpp/<name>", engine=LlamaCppEngine(path), num_retries=
 
 - The engine implements DSPy's canonical contract (``complete(Request) -> Response``, ``stream``,
   ``close``; see ``dspy/clients/engines/base.py``) and declares ``supports_response_schema`` so
-  ``dspy.JSONAdapter`` sends the signature's output schema. A ``json_schema`` response format is
-  translated to llama.cpp's ``{"type": "json_object", "schema": ...}``: decoding is constrained by a
-  grammar built from the schema (Literal outputs become enums the model cannot leave).
-- The model is loaded lazily, once per process per (path, n_ctx, threads), and shared by every engine
-  with the same key; a lock serialises calls so concurrent threads never touch one ``Llama`` at once.
-- Keeping one ``Llama`` per process keeps llama.cpp's KV cache: a call whose prompt shares a prefix
-  with the previous call (the system prompt of a signature) only evaluates the new suffix. With
-  ``ram_cache_mb`` the states of earlier prompts are kept too, so alternating signatures reuse theirs.
-  The engine measures evaluated vs total prompt tokens and reports the reused ones as ``cache_read_tokens``.
+  ``dspy.JSONAdapter`` sends the signature's output schema, which becomes a decoding grammar
+  (:mod:`selfrag.lm.llamacpp_request`).
+- The model is shared per process and its calls are serialised (:mod:`selfrag.lm.llamacpp_model`).
+- **Token usage** per call, in ``Response.usage`` (DSPy's usage dict, ``lm.history[i]["usage"]`` and
+  ``Prediction.get_lm_usage()`` under ``track_usage``, in brackets): ``input_tokens``
+  (``prompt_tokens``), ``output_tokens`` (``completion_tokens``) and ``cache_read_tokens``
+  (``prompt_tokens_details.cached_tokens``, as OpenAI reports it): the prompt tokens llama.cpp did not
+  evaluate because its KV cache (the previous call's prefix, or a ``ram_cache_mb`` entry) already
+  held them. ``prompt_tokens - cached_tokens`` were evaluated. ``engine.last`` / ``engine.stats`` hold
+  the same per call and summed, with timings.
+- **Log-probabilities**: when the request carries ``config.logprobs = K`` (DSPy sets it from
+  ``dspy.LM(..., logprobs=True, top_logprobs=K)`` or a call's ``config``), ``Response.logprobs`` holds
+  one ``TokenLogprob`` per generated token (its string, log-probability and the top-K *raw,
+  pre-grammar* alternatives; :mod:`selfrag.lm.llamacpp_logprobs`), and DSPy hands them to the caller
+  as ``prediction.logprobs == {"content": [{token, logprob, bytes, top_logprobs: [...]}]}``.
 - Failures are raised as ``dspy.lm15`` errors (timeout, context length, unsupported feature,
   configuration, server) so DSPy records them; the LM should be built with ``num_retries=0``
   because a local failure is not a transient network error.
@@ -20,293 +26,24 @@ Use it as ``dspy.LM("llamacpp/<name>", engine=LlamaCppEngine(path), num_retries=
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dspy import lm15
 from dspy.clients.engines.base import validate_request
-from dspy.lm15 import Message, Request, Response, TextPart, Usage, response_to_events
+from dspy.lm15 import Message, Request, Response, TextPart, TokenLogprob, Usage, response_to_events
+
+from selfrag.lm.llamacpp_logprobs import LogprobCapture
+from selfrag.lm.llamacpp_model import PROVIDER, LoadedModel, _Deadline, get_model
+from selfrag.lm.llamacpp_request import completion_kwargs, requested_logprobs, to_chat_messages
 
 logger = logging.getLogger(__name__)
 
-PROVIDER = "llama.cpp"
 _FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_call", "function_call": "tool_call"}
-
-
-# ─── The shared, lazily loaded model ────────────────────────────────────────
-
-
-class _Deadline(Exception):
-    """Raised inside llama.cpp's generation loop when a call runs out of time."""
-
-
-@dataclass
-class LoadedModel:
-    """One ``Llama`` and the lock and per-call instrumentation that go with it."""
-
-    llama: Any
-    path: str
-    load_seconds: float
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    # Written by the eval hook; read/reset only while holding ``lock``.
-    deadline: float | None = None
-    evals: list[tuple[int, float]] = field(default_factory=list)
-
-    def instrument(self) -> None:
-        """Wrap ``llama.eval`` to time the prompt/generation evals and enforce the call deadline.
-
-        ``Llama.generate`` calls ``eval`` once with the prompt suffix not already in the KV cache,
-        then once per generated token, so the first eval of a call is the prompt.
-        """
-        original = getattr(self.llama, "eval", None)
-        if original is None or getattr(original, "_selfrag_hook", False):
-            return
-
-        step = max(1, int(getattr(self.llama, "n_batch", 512) or 512))
-
-        def eval_hook(tokens):
-            # A long prompt is fed one batch at a time so the deadline is checked between batches
-            # (Llama.eval batches the same way; each call continues from ``n_tokens``).
-            started = time.perf_counter()
-            for i in range(0, max(1, len(tokens)), step):
-                if self.deadline is not None and time.monotonic() > self.deadline:
-                    raise _Deadline()
-                original(tokens[i : i + step])
-            self.evals.append((len(tokens), time.perf_counter() - started))
-
-        eval_hook._selfrag_hook = True  # type: ignore[attr-defined]
-        self.llama.eval = eval_hook
-
-
-_MODELS: dict[tuple[str, int, int], LoadedModel] = {}
-_MODELS_LOCK = threading.Lock()
-
-
-def _default_llama_factory(path: str, n_ctx: int, n_threads: int, seed: int) -> Any:
-    try:
-        from llama_cpp import Llama
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise lm15.ConfigurationError(
-            "llama-cpp-python is not installed; install the 'local' extra: pip install 'selfrag[local]' "
-            "(or pip install llama-cpp-python==0.3.36)",
-            provider=PROVIDER,
-        ) from exc
-    return Llama(
-        model_path=path,
-        n_ctx=n_ctx,
-        n_threads=n_threads,
-        n_threads_batch=n_threads,
-        n_batch=512,
-        seed=seed,
-        use_mmap=True,
-        verbose=False,  # chat_format=None: the chat template comes from the GGUF metadata
-    )
-
-
-def _attach_ram_cache(llama: Any, ram_cache_mb: int) -> None:
-    """Attach a ``LlamaRAMCache`` whose entries hold the KV state only.
-
-    Stock ``Llama.save_state`` also copies the logits buffer (``n_batch x n_vocab`` floats: ~300 MB for
-    Qwen's 152k vocabulary) that ``LlamaRAMCache`` does not count against its capacity, which makes
-    each save/load take ~1 s and the cache grow far past its limit. Without ``logits_all`` those saved
-    logits are never read (a restored state is re-evaluated from its last token before sampling), so
-    save and load see a one-row view instead: entries shrink to the KV cells actually used
-    (~7 MB for a 250-token prompt on Qwen) and capacity accounting becomes truthful.
-    """
-    from llama_cpp import LlamaRAMCache
-
-    llama.set_cache(LlamaRAMCache(capacity_bytes=int(ram_cache_mb) << 20))
-    if getattr(llama, "_logits_all", True) or not hasattr(llama, "scores"):
-        return
-    save, load = llama.save_state, llama.load_state
-
-    def with_one_row_scores(fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            full = llama.scores
-            llama.scores = full[:1]
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                llama.scores = full
-
-        return wrapper
-
-    llama.save_state = with_one_row_scores(save)
-    llama.load_state = with_one_row_scores(load)
-
-
-def get_model(
-    path: str | Path,
-    n_ctx: int,
-    n_threads: int,
-    *,
-    seed: int = 0,
-    ram_cache_mb: int = 0,
-    factory: Callable[[str, int, int, int], Any] | None = None,
-) -> LoadedModel:
-    """The process-wide model for (path, n_ctx, n_threads), loaded on first use.
-
-    ``ram_cache_mb`` > 0 attaches llama.cpp's ``LlamaRAMCache``: the KV state after each call is kept
-    (LRU, up to that many MiB) and a later prompt restores the state with the longest common prefix,
-    so calls that alternate between signatures still reuse each signature's system prompt. The first
-    engine to load a model decides its cache size.
-    """
-    key = (str(Path(path).expanduser()), int(n_ctx), int(n_threads))
-    with _MODELS_LOCK:
-        model = _MODELS.get(key)
-        if model is not None:
-            return model
-        if factory is None and not Path(key[0]).is_file():
-            raise lm15.ConfigurationError(f"GGUF model file not found: {key[0]}", provider=PROVIDER)
-        started = time.perf_counter()
-        try:
-            llama = (factory or _default_llama_factory)(key[0], key[1], key[2], seed)
-        except lm15.LM15Error:
-            raise
-        except Exception as exc:
-            raise lm15.ConfigurationError(
-                f"could not load GGUF model {key[0]}: {exc}", provider=PROVIDER
-            ) from exc
-        if ram_cache_mb > 0 and hasattr(llama, "set_cache"):
-            _attach_ram_cache(llama, ram_cache_mb)
-        model = LoadedModel(llama=llama, path=key[0], load_seconds=time.perf_counter() - started)
-        model.instrument()
-        _MODELS[key] = model
-        logger.info("loaded %s (n_ctx=%d, threads=%d) in %.2fs", key[0], key[1], key[2], model.load_seconds)
-        return model
-
-
-def unload_all() -> None:
-    """Drop every loaded model (frees memory once no engine call is running)."""
-    with _MODELS_LOCK:
-        models = list(_MODELS.values())
-        _MODELS.clear()
-    for model in models:
-        with model.lock:
-            close = getattr(model.llama, "close", None)
-            if callable(close):
-                close()
-
-
-# ─── Request translation ────────────────────────────────────────────────────
-
-
-def _text_of(parts, where: str) -> str:
-    texts = []
-    for part in parts:
-        kind = getattr(part, "type", None)
-        if kind == "text":
-            texts.append(part.text)
-        elif kind == "thinking":
-            continue  # earlier reasoning is not replayed to a local model
-        else:
-            raise lm15.UnsupportedFeatureError(
-                f"the llama.cpp engine takes text only; {where} has a {kind!r} part",
-                feature=str(kind),
-                provider=PROVIDER,
-            )
-    return "\n".join(texts)
-
-
-def to_chat_messages(request: Request) -> list[dict[str, str]]:
-    """The request as OpenAI-style chat messages for ``Llama.create_chat_completion``."""
-    messages: list[dict[str, str]] = []
-    if request.system is not None:
-        system = (
-            request.system
-            if isinstance(request.system, str)
-            else _text_of(request.system, "the system prompt")
-        )
-        messages.append({"role": "system", "content": system})
-    for message in request.messages:
-        role = {"developer": "system"}.get(message.role, message.role)
-        if role not in ("system", "user", "assistant"):
-            raise lm15.UnsupportedFeatureError(
-                f"the llama.cpp engine does not take {message.role!r} messages",
-                feature=message.role,
-                provider=PROVIDER,
-            )
-        messages.append({"role": role, "content": _text_of(message.parts, f"a {message.role} message")})
-    return messages
-
-
-@functools.lru_cache(maxsize=64)
-def _schema_compiles(schema_json: str) -> bool:
-    """Whether llama.cpp turns the schema into a grammar (it silently falls back to any-JSON otherwise)."""
-    try:
-        from llama_cpp.llama_grammar import LlamaGrammar
-
-        LlamaGrammar.from_json_schema(schema_json, verbose=False)
-        return True
-    except ImportError:
-        return True  # a fake Llama in tests; nothing to check against
-    except Exception as exc:  # noqa: BLE001 - any converter failure means "no schema grammar"
-        logger.warning(
-            "llama.cpp cannot compile this JSON schema to a grammar (%s); decoding any JSON instead", exc
-        )
-        return False
-
-
-def to_llama_response_format(response_format: dict[str, Any] | None) -> dict[str, Any] | None:
-    """lm15's ``response_format`` as llama-cpp-python's: ``json_schema`` -> ``json_object`` + ``schema``."""
-    if response_format is None:
-        return None
-    kind = response_format.get("type")
-    if kind == "json_object":
-        return {"type": "json_object"}
-    if kind == "json_schema":
-        schema = response_format["schema"]
-        if _schema_compiles(json.dumps(schema, sort_keys=True)):
-            return {"type": "json_object", "schema": schema}
-        return {"type": "json_object"}
-    raise lm15.UnsupportedFeatureError(
-        f"unsupported response_format type {kind!r}", feature="response_format"
-    )
-
-
-def completion_kwargs(
-    request: Request, *, default_max_tokens: int, default_temperature: float, seed: int
-) -> dict[str, Any]:
-    """``create_chat_completion`` keyword arguments for the request's config."""
-    config = request.config
-    if request.tools or config.tool_choice is not None:
-        raise lm15.UnsupportedFeatureError(
-            "the llama.cpp engine does not do tool calling", feature="tools", provider=PROVIDER
-        )
-    if config.logprobs is not None or config.probabilities is not None:
-        raise lm15.UnsupportedFeatureError(
-            "the llama.cpp engine does not return logprobs", feature="logprobs", provider=PROVIDER
-        )
-    kwargs: dict[str, Any] = {
-        "temperature": default_temperature if config.temperature is None else config.temperature,
-        "max_tokens": default_max_tokens if config.max_tokens is None else config.max_tokens,
-        "seed": seed if config.seed is None else config.seed,
-    }
-    if config.top_p is not None:
-        kwargs["top_p"] = config.top_p
-    if config.top_k is not None:
-        kwargs["top_k"] = config.top_k
-    if config.stop:
-        kwargs["stop"] = list(config.stop)
-    if config.frequency_penalty is not None:
-        kwargs["frequency_penalty"] = config.frequency_penalty
-    if config.presence_penalty is not None:
-        kwargs["presence_penalty"] = config.presence_penalty
-    response_format = to_llama_response_format(config.response_format)
-    if response_format is not None:
-        kwargs["response_format"] = response_format
-    return kwargs
-
-
-# ─── The engine ─────────────────────────────────────────────────────────────
 
 
 @dataclass
@@ -320,6 +57,13 @@ class CallStats:
     generation_seconds: float = 0.0
     wait_seconds: float = 0.0
     total_seconds: float = 0.0
+
+    @property
+    def prompt_cached(self) -> int | None:
+        """Prompt tokens served from the KV cache (None when the evals were not observed)."""
+        if self.prompt_evaluated is None:
+            return None
+        return max(0, self.prompt_tokens - self.prompt_evaluated)
 
 
 @dataclass
@@ -360,6 +104,8 @@ class LlamaCppEngine:
             "seed",
             "frequency_penalty",
             "presence_penalty",
+            "logprobs",
+            "top_logprobs",
         }
     )
 
@@ -408,6 +154,7 @@ class LlamaCppEngine:
         kwargs = completion_kwargs(
             request, default_max_tokens=self.max_tokens, default_temperature=self.temperature, seed=self.seed
         )
+        top_logprobs = requested_logprobs(request)
         model = self.model()  # the first call loads it (not counted against the timeout)
         started = time.monotonic()
         deadline = started + self.timeout
@@ -421,6 +168,7 @@ class LlamaCppEngine:
             wait = time.monotonic() - started
             model.deadline = deadline
             model.evals.clear()
+            model.capture = None if top_logprobs is None else LogprobCapture(top_logprobs)
             try:
                 out = model.llama.create_chat_completion(messages=messages, stream=False, **kwargs)
             except _Deadline:
@@ -437,14 +185,16 @@ class LlamaCppEngine:
                 self.stats.failures += 1
                 raise lm15.ServerError(f"llama.cpp failed: {exc}", provider=PROVIDER) from exc
             # Still under the lock: the per-call instrumentation and the engine's counters stay consistent.
-            return self._response(request, out, list(model.evals), wait, time.monotonic() - started)
+            return self._response(request, out, model, wait, time.monotonic() - started)
         finally:
             model.deadline = None
+            model.capture = None
             model.lock.release()
 
     def _response(
-        self, request: Request, out: dict, evals: list[tuple[int, float]], wait: float, total: float
+        self, request: Request, out: dict, model: LoadedModel, wait: float, total: float
     ) -> Response:
+        evals = list(model.evals)
         choice = out["choices"][0]
         text = (choice.get("message") or {}).get("content") or ""
         usage = out.get("usage") or {}
@@ -462,9 +212,9 @@ class LlamaCppEngine:
             stats.generation_seconds = max(0.0, total - wait - stats.prompt_seconds)
         self.last = stats
         self.stats.add(stats)
-        cached = None
-        if stats.prompt_evaluated is not None:
-            cached = max(0, prompt_tokens - stats.prompt_evaluated)
+        logprobs: tuple[TokenLogprob, ...] | None = None
+        if model.capture is not None:
+            logprobs = model.capture.token_logprobs(model.llama, text, completion_tokens) or None
         finish = _FINISH.get(choice.get("finish_reason") or "stop", "stop")
         return Response(
             id=out.get("id"),
@@ -472,8 +222,11 @@ class LlamaCppEngine:
             message=Message.assistant((TextPart(text),)),
             finish_reason=finish,
             usage=Usage(
-                input_tokens=prompt_tokens, output_tokens=completion_tokens, cache_read_tokens=cached
+                input_tokens=prompt_tokens,
+                output_tokens=completion_tokens,
+                cache_read_tokens=stats.prompt_cached,
             ),
+            logprobs=logprobs,
         )
 
     def stream(self, request: Request) -> Iterator:

@@ -9,8 +9,9 @@ import dspy
 import pytest
 from dspy.utils.exceptions import ContextWindowExceededError, LMTimeoutError, LMUnsupportedFeatureError
 
-from selfrag.lm import llamacpp_engine
-from selfrag.lm.llamacpp_engine import LlamaCppEngine, to_llama_response_format
+from selfrag.lm import llamacpp_model
+from selfrag.lm.llamacpp_engine import LlamaCppEngine
+from selfrag.lm.llamacpp_request import to_llama_response_format
 
 
 class FakeLlama:
@@ -242,7 +243,7 @@ def test_saved_program_state_never_holds_the_model(tmp_path):
     loaded.load(str(path), allow_unsafe_lm_state=True)
     assert isinstance(loaded.lm.engine, LlamaCppEngine)
     assert loaded.lm.engine.model_path == "/models/fake.gguf"
-    assert llamacpp_engine._MODELS == {}  # nothing was loaded by saving or loading
+    assert llamacpp_model._MODELS == {}  # nothing was loaded by saving or loading
 
 
 def test_ram_cache_entries_hold_no_logits_buffer(monkeypatch):
@@ -270,7 +271,7 @@ def test_ram_cache_entries_hold_no_logits_buffer(monkeypatch):
             self.seen.append(("load", self.scores.shape))
 
     fake = StatefulFake()
-    llamacpp_engine.get_model("/models/fake.gguf", 2048, 1, ram_cache_mb=64, factory=lambda *a: fake)
+    llamacpp_model.get_model("/models/fake.gguf", 2048, 1, ram_cache_mb=64, factory=lambda *a: fake)
     assert fake.cache is not None and fake.cache.capacity_bytes == 64 << 20
     fake.save_state()
     fake.load_state("state")

@@ -5,7 +5,7 @@ from pathlib import Path
 import dspy
 import pytest
 
-from selfrag.lm import factory, llamacpp_engine, model_files
+from selfrag.lm import factory, llamacpp_model, model_files
 from selfrag.lm.factory import build_adapter, build_lm
 from selfrag.lm.llamacpp_engine import LlamaCppEngine
 from selfrag.settings import LMSettings
@@ -58,7 +58,7 @@ def test_gguf_profiles_build_engine_lms_without_loading(fake_models, profile):
     assert (engine.n_threads, engine.n_ctx, engine.timeout, engine.max_tokens) == (3, 2048, 9.0, 100)
     assert lm.model == "llamacpp/" + Path(engine.model_path).stem
     assert lm.num_retries == 0
-    assert llamacpp_engine._MODELS == {}  # construction loads nothing
+    assert llamacpp_model._MODELS == {}  # construction loads nothing
 
 
 def test_model_path_overrides_the_profile_gguf(fake_models, tmp_path):
@@ -106,8 +106,33 @@ def test_engine_lm_supports_async_calls(monkeypatch, tmp_path):
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
     fake = FakeLlama(reply="pong")
-    monkeypatch.setattr(llamacpp_engine, "_default_llama_factory", lambda *a: fake)
-    lm = build_lm(LMSettings(profile="tiny", model=str(gguf), ram_cache_mb=0))
+    monkeypatch.setattr(llamacpp_model, "_default_llama_factory", lambda *a: fake)
+    lm = build_lm(LMSettings(profile="tiny", model=str(gguf), ram_cache_mb=0), logprobs=False)
     assert asyncio.run(lm.acall("ping")) == ["pong"]
+    # With logprobs asked for (the default), a raw LM call returns dicts with the text and logprobs.
+    lm = build_lm(LMSettings(profile="tiny", model=str(gguf), ram_cache_mb=0))
+    (out,) = asyncio.run(lm.acall("ping"))
+    assert out["text"] == "pong" and "logprobs" in out
     state = lm.dump_state()
     assert state["async_engine"]["class"] == "selfrag.lm.llamacpp_engine:AsyncLlamaCppEngine"
+
+
+def test_engine_lms_ask_for_logprobs_unless_told_not_to(fake_models):
+    lm = build_lm(LMSettings(profile="tiny"))
+    assert lm.kwargs["logprobs"] is True and lm.kwargs["top_logprobs"] == factory.DEFAULT_TOP_LOGPROBS == 5
+    assert build_lm(LMSettings(profile="local"), top_logprobs=10).kwargs["top_logprobs"] == 10
+    off = build_lm(LMSettings(profile="tiny"), logprobs=False)
+    assert "logprobs" not in off.kwargs and "top_logprobs" not in off.kwargs
+    with pytest.raises(ValueError, match="top_logprobs must be between 0 and 20"):
+        build_lm(LMSettings(profile="tiny"), top_logprobs=21)
+
+
+def test_litellm_models_get_logprobs_only_where_litellm_lists_them():
+    openai = build_lm(LMSettings(profile="litellm", model="openai/gpt-4o-mini"))
+    assert openai.kwargs["logprobs"] is True and openai.kwargs["top_logprobs"] == 5
+    claude = build_lm(LMSettings(profile="litellm", model="anthropic/claude-3-5-sonnet-20240620"))
+    assert "logprobs" not in claude.kwargs  # Anthropic refuses the parameter
+    critic = build_lm(
+        LMSettings(profile="litellm", model="openai/gpt-4o", critic_model="hosted_vllm/judge"), role="critic"
+    )
+    assert critic.kwargs["logprobs"] is True

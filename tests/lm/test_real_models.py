@@ -56,3 +56,100 @@ def test_local_model_judges_relevance():
         settings, "What is the capital of France?", "The mitochondrion is the powerhouse of the cell."
     )
     assert pred.label == "irrelevant"
+
+
+# ─── Token log-probabilities on the tiny model ──────────────────────────────
+
+
+class Usefulness(dspy.Signature):
+    """Rate how useful the answer is for the question, from 1 (useless) to 5 (complete)."""
+
+    question: str = dspy.InputField()
+    answer: str = dspy.InputField()
+    usefulness: Literal[1, 2, 3, 4, 5] = dspy.OutputField()
+
+
+def _tiny_path():
+    pytest.importorskip("llama_cpp")
+    from selfrag.lm.model_files import gguf_path
+
+    try:
+        return gguf_path("tiny", None)
+    except ModelFileError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.slow
+def test_engine_logprobs_equal_llama_cpp_own_under_a_grammar():
+    """The engine's capture (no ``logits_all``) reports what llama-cpp-python's own ``logprobs`` do
+    (``logits_all=True``) under a JSON-schema grammar: the raw, pre-grammar distribution."""
+    from dspy.lm15 import Config, Message, Request
+    from llama_cpp import Llama
+
+    from selfrag.lm.llamacpp_engine import LlamaCppEngine
+
+    path = _tiny_path()
+    schema = {
+        "type": "object",
+        "properties": {"relevance": {"type": "string", "enum": ["relevant", "irrelevant"]}},
+        "required": ["relevance"],
+    }
+    system = "Decide whether the passage is relevant to the question. Answer in JSON."
+    user = "Question: What is the capital of France?\nPassage: Paris is the capital of France."
+    reference = Llama(model_path=str(path), n_ctx=512, n_threads=1, logits_all=True, verbose=False, seed=0)
+    out = reference.create_chat_completion(
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+        temperature=0.0,
+        max_tokens=16,
+        seed=0,
+        response_format={"type": "json_object", "schema": schema},
+        logprobs=True,
+        top_logprobs=3,
+    )
+    reference.close()
+    expected = out["choices"][0]["logprobs"]["content"]
+
+    engine = LlamaCppEngine(path, n_ctx=512, n_threads=1, max_tokens=16)
+    response = engine.complete(
+        Request(
+            model="llamacpp/tiny",
+            system=system,
+            messages=(Message.user(user),),
+            config=Config(logprobs=3, response_format={"type": "json_schema", "name": "R", "schema": schema}),
+        )
+    )
+    assert response.text == out["choices"][0]["message"]["content"]
+    got = response.logprobs
+    assert [t.token for t in got] == [t["token"] for t in expected]
+    assert [t.logprob for t in got] == pytest.approx([t["logprob"] for t in expected], abs=1e-3)
+    for mine, theirs in zip(got, expected):
+        assert [(t.token, pytest.approx(t.logprob, abs=1e-3)) for t in mine.top] == [
+            (t["token"], t["logprob"]) for t in theirs["top_logprobs"][:3]
+        ]
+    # Pre-grammar: at the value, the model's favourite tokens are not labels.
+    colon = [t.token for t in got].index('":')
+    assert got[colon + 1].token == ' "'
+    value = got[colon + 2]
+    assert "relevant".startswith(value.token) or "irrelevant".startswith(value.token)
+    assert value.top[0].token not in ("relevant", "irrelevant") and value.top[0].logprob > value.logprob
+
+
+@pytest.mark.integration
+def test_tiny_model_prediction_carries_label_probabilities():
+    from programs.soft_labels import expected_value, soft_label
+
+    _tiny_path()
+    settings = LMSettings(profile="tiny", threads=1, n_ctx=1024, max_tokens=32)
+    lm = build_lm(settings, logprobs=True, top_logprobs=5)
+    with dspy.context(lm=lm, adapter=build_adapter(settings)):
+        pred = dspy.Predict(Usefulness)(
+            question="What is the capital of France?", answer="Paris is the capital of France."
+        )
+    soft = soft_label("usefulness", (1, 2, 3, 4, 5), pred.logprobs)
+    assert soft.soft and soft.decoded == pred.usefulness
+    assert set(soft.probs) == {1, 2, 3, 4, 5}
+    assert sum(soft.probs.values()) == pytest.approx(1.0)
+    assert soft.probs[pred.usefulness] > 0
+    assert 1.0 <= expected_value(soft.probs) <= 5.0
+    usage = lm.history[-1]["usage"]
+    assert usage["prompt_tokens"] > 50 and "cached_tokens" in usage["prompt_tokens_details"]

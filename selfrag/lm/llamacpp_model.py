@@ -1,0 +1,187 @@
+"""The process-wide llama.cpp model behind :class:`selfrag.lm.llamacpp_engine.LlamaCppEngine`.
+
+- A model is loaded lazily, once per process per (path, n_ctx, threads), and shared by every engine
+  with the same key; its lock serialises calls so concurrent threads never touch one ``Llama`` at once.
+- Keeping one ``Llama`` per process keeps llama.cpp's KV cache: a call whose prompt shares a prefix
+  with the previous call (the system prompt of a signature) only evaluates the new suffix. With
+  ``ram_cache_mb`` the states of earlier prompts are kept too, so alternating signatures reuse theirs.
+- :meth:`LoadedModel.instrument` hooks ``eval`` (prompt/generation timing, the call deadline, how many
+  prompt tokens were really evaluated) and ``sample`` (token log-probabilities, see
+  :mod:`selfrag.lm.llamacpp_logprobs`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dspy import lm15
+
+from selfrag.lm.llamacpp_logprobs import LogprobCapture, install_sample_hook
+
+logger = logging.getLogger(__name__)
+
+PROVIDER = "llama.cpp"
+
+
+class _Deadline(Exception):
+    """Raised inside llama.cpp's generation loop when a call runs out of time."""
+
+
+@dataclass
+class LoadedModel:
+    """One ``Llama`` and the lock and per-call instrumentation that go with it."""
+
+    llama: Any
+    path: str
+    load_seconds: float
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    # Written by the eval hook; read/reset only while holding ``lock``.
+    deadline: float | None = None
+    evals: list[tuple[int, float]] = field(default_factory=list)
+    # Set for a call that asked for logprobs; the sample hook records into it.
+    capture: LogprobCapture | None = None
+
+    def instrument(self) -> None:
+        """Wrap ``llama.eval`` to time the prompt/generation evals and enforce the call deadline,
+        and ``llama.sample`` to record token log-probabilities while :attr:`capture` is set.
+
+        ``Llama.generate`` calls ``eval`` once with the prompt suffix not already in the KV cache,
+        then once per generated token, so the first eval of a call is the prompt.
+        """
+        install_sample_hook(self.llama, lambda: self.capture)
+        original = getattr(self.llama, "eval", None)
+        if original is None or getattr(original, "_selfrag_hook", False):
+            return
+
+        step = max(1, int(getattr(self.llama, "n_batch", 512) or 512))
+
+        def eval_hook(tokens):
+            # A long prompt is fed one batch at a time so the deadline is checked between batches
+            # (Llama.eval batches the same way; each call continues from ``n_tokens``).
+            started = time.perf_counter()
+            for i in range(0, max(1, len(tokens)), step):
+                if self.deadline is not None and time.monotonic() > self.deadline:
+                    raise _Deadline()
+                original(tokens[i : i + step])
+            self.evals.append((len(tokens), time.perf_counter() - started))
+
+        eval_hook._selfrag_hook = True  # type: ignore[attr-defined]
+        self.llama.eval = eval_hook
+
+
+_MODELS: dict[tuple[str, int, int], LoadedModel] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def _default_llama_factory(path: str, n_ctx: int, n_threads: int, seed: int) -> Any:
+    try:
+        from llama_cpp import Llama
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise lm15.ConfigurationError(
+            "llama-cpp-python is not installed; install the 'local' extra: pip install 'selfrag[local]' "
+            "(or pip install llama-cpp-python==0.3.36)",
+            provider=PROVIDER,
+        ) from exc
+    return Llama(
+        model_path=path,
+        n_ctx=n_ctx,
+        n_threads=n_threads,
+        n_threads_batch=n_threads,
+        n_batch=512,
+        seed=seed,
+        use_mmap=True,
+        verbose=False,  # chat_format=None: the chat template comes from the GGUF metadata
+    )
+
+
+def _attach_ram_cache(llama: Any, ram_cache_mb: int) -> None:
+    """Attach a ``LlamaRAMCache`` whose entries hold the KV state only.
+
+    Stock ``Llama.save_state`` also copies the logits buffer (``n_batch x n_vocab`` floats: ~300 MB for
+    Qwen's 152k vocabulary) that ``LlamaRAMCache`` does not count against its capacity, which makes
+    each save/load take ~1 s and the cache grow far past its limit. Without ``logits_all`` those saved
+    logits are never read (a restored state is re-evaluated from its last token before sampling), so
+    save and load see a one-row view instead: entries shrink to the KV cells actually used
+    (~7 MB for a 250-token prompt on Qwen) and capacity accounting becomes truthful.
+    """
+    from llama_cpp import LlamaRAMCache
+
+    llama.set_cache(LlamaRAMCache(capacity_bytes=int(ram_cache_mb) << 20))
+    if getattr(llama, "_logits_all", True) or not hasattr(llama, "scores"):
+        return
+    save, load = llama.save_state, llama.load_state
+
+    def with_one_row_scores(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            full = llama.scores
+            llama.scores = full[:1]
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                llama.scores = full
+
+        return wrapper
+
+    llama.save_state = with_one_row_scores(save)
+    llama.load_state = with_one_row_scores(load)
+
+
+def get_model(
+    path: str | Path,
+    n_ctx: int,
+    n_threads: int,
+    *,
+    seed: int = 0,
+    ram_cache_mb: int = 0,
+    factory: Callable[[str, int, int, int], Any] | None = None,
+) -> LoadedModel:
+    """The process-wide model for (path, n_ctx, n_threads), loaded on first use.
+
+    ``ram_cache_mb`` > 0 attaches llama.cpp's ``LlamaRAMCache``: the KV state after each call is kept
+    (LRU, up to that many MiB) and a later prompt restores the state with the longest common prefix,
+    so calls that alternate between signatures still reuse each signature's system prompt. The first
+    engine to load a model decides its cache size.
+    """
+    key = (str(Path(path).expanduser()), int(n_ctx), int(n_threads))
+    with _MODELS_LOCK:
+        model = _MODELS.get(key)
+        if model is not None:
+            return model
+        if factory is None and not Path(key[0]).is_file():
+            raise lm15.ConfigurationError(f"GGUF model file not found: {key[0]}", provider=PROVIDER)
+        started = time.perf_counter()
+        try:
+            llama = (factory or _default_llama_factory)(key[0], key[1], key[2], seed)
+        except lm15.LM15Error:
+            raise
+        except Exception as exc:
+            raise lm15.ConfigurationError(
+                f"could not load GGUF model {key[0]}: {exc}", provider=PROVIDER
+            ) from exc
+        if ram_cache_mb > 0 and hasattr(llama, "set_cache"):
+            _attach_ram_cache(llama, ram_cache_mb)
+        model = LoadedModel(llama=llama, path=key[0], load_seconds=time.perf_counter() - started)
+        model.instrument()
+        _MODELS[key] = model
+        logger.info("loaded %s (n_ctx=%d, threads=%d) in %.2fs", key[0], key[1], key[2], model.load_seconds)
+        return model
+
+
+def unload_all() -> None:
+    """Drop every loaded model (frees memory once no engine call is running)."""
+    with _MODELS_LOCK:
+        models = list(_MODELS.values())
+        _MODELS.clear()
+    for model in models:
+        with model.lock:
+            close = getattr(model.llama, "close", None)
+            if callable(close):
+                close()
