@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from typing import Any
 
 import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage, response_to_events
+from dspy._vendor.lm15.types import TokenLogprob, TopLogprob
 
 from programs.types import Passage, WebSearchError
 
@@ -17,6 +19,7 @@ from programs.types import Passage, WebSearchError
 ROLES = {
     ("decision",): "retrieve_decision",
     ("passage_topic", "relevance"): "grade_relevance",
+    ("verdicts",): "grade_relevance_batch",
     ("support",): "judge_support",
     ("usefulness",): "judge_usefulness",
     ("query",): "rewrite_query",
@@ -39,15 +42,64 @@ def _system_text(request) -> str:
     return request.system if isinstance(request.system, str) else "".join(p.text for p in request.system)
 
 
-def _output_fields(system: str) -> tuple[str, ...]:
-    block = system.split("Your output fields are:", 1)[1].split("All interactions", 1)[0]
-    return tuple(re.findall(r"^\d+\. `(\w+)`", block, flags=re.M))
+COMPACT_OUTPUTS = "Reply with a JSON object with the fields:"
+
+
+def _output_fields(system: str, user: str = "") -> tuple[str, ...]:
+    """The requested output fields: JSONAdapter/ChatAdapter list them in the system message, the
+    compact adapter at the end of the user message."""
+    if "Your output fields are:" in system:
+        block = system.split("Your output fields are:", 1)[1].split("All interactions", 1)[0]
+        return tuple(re.findall(r"^\d+\. `(\w+)`", block, flags=re.M))
+    block = user.rsplit(COMPACT_OUTPUTS, 1)[1]
+    return tuple(re.findall(r"^`(\w+)`:", block, flags=re.M))
 
 
 def _inputs(user: str) -> dict[str, str]:
-    user = user.split("\n\nRespond with", 1)[0]
+    user = re.split(r"\n\n(?:Respond with|Task: )", user, maxsplit=1)[0]
     parts = re.split(r"\[\[ ## (\w+) ## \]\]\n", user)
     return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)}
+
+
+def _batch_from_single(reply: Reply, inputs: dict[str, str]) -> dict[str, Any]:
+    """A batched relevance reply built from a per-passage ``grade_relevance`` script entry: each
+    ``[n] …`` line of the passages is judged as if it were graded alone."""
+    verdicts = []
+    for line in inputs.get("passages", "").splitlines():
+        m = re.match(r"\[(\d+)\] ", line)
+        if not m:
+            continue
+        one = reply({"passage": "[1] " + line[m.end():], "question": inputs.get("question", "")}) \
+            if callable(reply) else reply
+        verdicts.append({"number": int(m.group(1)), "topic": "the passage's subject",
+                         "relevance": one["relevance"] if isinstance(one, dict) else one})
+    return {"verdicts": verdicts}
+
+
+def label_logprobs(text: str, probs: dict[str, dict[Any, float]]) -> tuple[TokenLogprob, ...]:
+    """Token log-probabilities for ``text`` (a JSON reply) in which every ``"field": value`` whose
+    field is in ``probs`` is one token carrying the other labels as alternatives with the given
+    probabilities; all other text is certain (logprob 0)."""
+    tokens: list[TokenLogprob] = []
+    pos = 0
+    pattern = re.compile(r'"(%s)":\s*' % "|".join(map(re.escape, probs)))
+    for m in pattern.finditer(text):
+        dist = probs[m.group(1)]
+        value_start = m.end()
+        decoded = json.loads(re.match(r'"[^"]*"|-?\d+|true|false', text[value_start:]).group(0))
+        if decoded not in dist:
+            continue
+        piece = json.dumps(decoded)
+        head = piece[:-1] if piece.startswith('"') else piece  # '"fully' (the closing quote follows) or '5'
+        if value_start > pos:
+            tokens.append(TokenLogprob(token=text[pos:value_start], logprob=0.0))
+        alts = tuple(TopLogprob(token=(json.dumps(label)[:-1] if isinstance(label, str) else json.dumps(label)),
+                                logprob=math.log(max(p, 1e-9))) for label, p in dist.items())
+        tokens.append(TokenLogprob(token=head, logprob=math.log(max(dist[decoded], 1e-9)), top=alts))
+        pos = value_start + len(head)
+    if pos < len(text):
+        tokens.append(TokenLogprob(token=text[pos:], logprob=0.0))
+    return tuple(tokens)
 
 
 class ScriptedEngine:
@@ -57,8 +109,12 @@ class ScriptedEngine:
     request's inputs returning either. Every call is recorded as ``(role, inputs)``.
     """
 
-    def __init__(self, script: dict[str, Reply], prompt_tokens: int = 10, completion_tokens: int = 5):
+    def __init__(self, script: dict[str, Reply], prompt_tokens: int = 10, completion_tokens: int = 5,
+                 probs: dict[str, Any] | None = None):
+        """``probs``: role → ``{field: {label: p}}`` (or a callable of the inputs returning it): the
+        reply then carries token log-probabilities giving those label probabilities (a soft judgement)."""
         self.script = script
+        self.probs = probs or {}
         self.calls: list[tuple[str, dict[str, str]]] = []
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
@@ -67,22 +123,29 @@ class ScriptedEngine:
     def complete(self, request):
         system = _system_text(request)
         user = request.messages[-1].text or ""
-        role = ROLES[_output_fields(system)]
+        fields = _output_fields(system, user)
+        role = ROLES[fields]
         inputs = _inputs(user)
         with self._lock:
             self.calls.append((role, inputs))
         reply = self.script.get(role)
+        if reply is None and role == "grade_relevance_batch" and "grade_relevance" in self.script:
+            reply = _batch_from_single(self.script["grade_relevance"], inputs)
         if reply is None:
             raise AssertionError(f"no scripted reply for {role}")
         if callable(reply):
             reply = reply(inputs)
         if isinstance(reply, dict):
-            fields = _output_fields(system)
             reply = {**{k: v for k, v in SCRATCH_DEFAULTS.items() if k in fields}, **reply}
         text = reply if isinstance(reply, str) else json.dumps(reply)
+        probs = self.probs.get(role)
+        if callable(probs):
+            probs = probs(inputs)
+        logprobs = label_logprobs(text, probs) if probs and isinstance(reply, dict) else None
         return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]), finish_reason="stop",
                         usage=Usage(input_tokens=self.prompt_tokens, output_tokens=self.completion_tokens,
-                                    total_tokens=self.prompt_tokens + self.completion_tokens))
+                                    total_tokens=self.prompt_tokens + self.completion_tokens),
+                        logprobs=logprobs)
 
     def stream(self, request):
         return response_to_events(self.complete(request))
@@ -98,8 +161,11 @@ class ScriptedEngine:
 
 
 def scripted_lm(script: dict[str, Reply], **kwargs) -> tuple[dspy.LM, ScriptedEngine]:
+    """A ``dspy.LM`` over a :class:`ScriptedEngine`; with ``probs=...`` it asks for log-probabilities
+    (as the real backends are built), so judgements come out soft."""
     engine = ScriptedEngine(script, **kwargs)
-    return dspy.LM("scripted/test", engine=engine, cache=False), engine
+    extra = {"logprobs": True, "top_logprobs": 5} if kwargs.get("probs") else {}
+    return dspy.LM("scripted/test", engine=engine, cache=False, **extra), engine
 
 
 class ListRetriever:

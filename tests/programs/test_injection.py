@@ -105,9 +105,9 @@ def assert_injection_is_quoted_data(engine: RecordingEngine, fields: dict[str, s
 def test_selfrag_prompt_keeps_the_injection_in_the_quoted_passages_field():
     result, engine = selfrag(dict(SELFRAG_SCRIPT, generate_answer={"answer": "1931", "citations": [1],
                                                                    "answerable": True}))
-    seen = assert_injection_is_quoted_data(engine, {"grade_relevance": "passage", "generate_answer": "passages",
-                                                    "judge_support": "passages"})
-    assert seen == {"grade_relevance", "generate_answer", "judge_support"}
+    seen = assert_injection_is_quoted_data(engine, {"grade_relevance_batch": "passages",
+                                                    "generate_answer": "passages", "judge_support": "passages"})
+    assert seen == {"grade_relevance_batch", "generate_answer", "judge_support"}
     assert result.answer == "1931" and result.supported == "fully"
 
 
@@ -123,12 +123,12 @@ def test_crag_prompt_keeps_kb_and_web_injection_in_quoted_fields():
     assert result.answer == "1931"
 
 
-def test_selfrag_complying_generator_is_regenerated_then_flagged_never_fully_supported():
+def test_selfrag_complying_generator_is_regenerated_then_abstains_never_fully_supported():
     result, engine = selfrag(SELFRAG_SCRIPT, web=FakeWeb(WEB), k=1, max_candidates=1, max_regenerations=1)
-    assert result.supported == "no" or result.abstained
-    assert result.supported != "fully"
+    assert result.abstained and result.abstain_reason == "unsupported"
+    assert result.supported != "fully" and "PWNED" not in result.answer
     routes = [s.output for s in result.trace if s.step == "route"]
-    assert "regenerate" in routes and routes[-1] == "flag_unsupported"
+    assert "regenerate" in routes and routes[-1] == "abstain"
     assert engine.count("judge_support") == engine.count("generate_answer")  # every PWNED draft was judged
 
 

@@ -20,8 +20,14 @@ def relevant_if(word):
     return lambda inp: {"relevance": "relevant" if word in inp["passage"] else "irrelevant"}
 
 
-def run(script, retriever=None, web=None, **cfg):
-    lm, engine = scripted_lm(script)
+# The per-passage Self-RAG of the paper (one grade call and one candidate per passage, usefulness always
+# judged); the cheaper defaults (batched grading, one joint draft) have their own tests below.
+PER_PASSAGE = dict(grading="per_passage", judge_usefulness="always")
+
+
+def run(script, retriever=None, web=None, probs=None, **cfg):
+    lm, engine = scripted_lm(script, probs=probs)
+    cfg = {**PER_PASSAGE, **cfg}
     program = SelfRAG(retriever or ListRetriever(KB), web_search=web, config=ProgramSettings(**cfg),
                       generator_lm=lm, adapter=dspy.JSONAdapter())
     pred = program(question="When did the Zephyr bridge open?")
@@ -117,25 +123,27 @@ def test_web_passages_answer_and_are_cited_with_url():
 
 
 def test_unsupported_best_is_regenerated_from_all_relevant_passages():
-    supports = iter(["no", "fully"])
+    supports = iter(["no", "no", "fully"])
     script = dict(GOOD, grade_relevance={"relevance": "relevant"},
                   judge_support=lambda inp: {"support": next(supports)})
-    _, result, engine = run(script, k=1, max_candidates=1, max_regenerations=1)
+    _, result, engine = run(script, k=1, max_candidates=2, max_regenerations=1)
     drafts = [inp for role, inp in engine.calls if role == "generate_answer"]
-    assert len(drafts) == 2
-    assert "[2]" not in drafts[0]["passages"] and "[2]" in drafts[1]["passages"]
+    assert len(drafts) == 3  # one per passage, then one from both together
+    assert all("[2]" not in d["passages"] for d in drafts[:2]) and "[2]" in drafts[2]["passages"]
     assert result.supported == "fully" and not result.abstained
     assert [s.output for s in result.trace if s.step == "route"][-2:] == ["regenerate", "accept"]
 
 
-def test_still_unsupported_after_all_fallbacks_is_returned_flagged():
+def test_still_unsupported_after_all_fallbacks_abstains_with_the_reason():
     script = dict(GOOD, grade_relevance={"relevance": "relevant"}, judge_support={"support": "no"})
     web = FakeWeb([])
-    _, result, engine = run(script, web=web, max_regenerations=2)
-    assert not result.abstained
-    assert result.supported == "no"
+    _, result, engine = run(script, web=web, max_regenerations=2, max_candidates=3)
+    assert result.abstained and result.answer == ABSTAIN_ANSWER
+    assert result.abstain_reason == "unsupported" and result.confidence == 0.0
     assert engine.count("generate_answer") == 3 + 2  # candidates + regenerations
-    assert [s.output for s in result.trace if s.step == "route"][-1] == "flag_unsupported"
+    assert [s.output for s in result.trace if s.step == "route"][-1] == "abstain"
+    withheld = next(s for s in result.trace if s.step == "abstain")
+    assert withheld.output["reason"] == "unsupported" and withheld.inputs["withheld"] == "It opened in 1931."
 
 
 def test_best_candidate_is_chosen_by_weighted_score():
@@ -152,7 +160,7 @@ def test_best_candidate_is_chosen_by_weighted_score():
     # A: 1 + 0.5 + 0.5*1 = 2.0 ; B: 1 + 1 + 0.5*(-1) = 1.5
     assert result.answer.startswith("A")
     choice = [s.output for s in result.trace if s.step == "select_candidate"][0]
-    assert choice == {"scores": [2.0, 1.5], "best": 0}
+    assert choice == {"scores": [2.0, 1.5], "confidence": [0.5, 1.0], "best": 0}
 
 
 def test_parse_failure_of_one_judgement_is_recorded_not_fatal():
@@ -224,5 +232,5 @@ def test_constructor_rejects_a_non_retriever():
 
 def test_each_judgement_is_a_named_predictor():
     names = {name for name, _ in SelfRAG(ListRetriever(KB)).named_predictors()}
-    assert names == {"decide_retrieval", "grade_relevance", "rewrite_query", "generate_answer",
+    assert names == {"decide_retrieval", "grade_relevance", "grade_relevance_batch", "rewrite_query", "generate_answer",
                      "answer_directly", "judge_support", "judge_usefulness"}

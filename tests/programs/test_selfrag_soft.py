@@ -1,0 +1,215 @@
+"""SelfRAG on soft scores: batched grading, thresholds, cheap retrieve rules, abstain reasons, token budget."""
+
+import dspy
+import pytest
+
+from programs.artifacts import load_state_into, save_artifact
+from programs.passages import ABSTAIN_ANSWER
+from programs.selfrag import SelfRAG
+from programs.settings import ProgramSettings
+from programs.thresholds import Thresholds
+from programs.types import WebSearchError
+from tests.fakes import FakeWeb, ListRetriever, passage, scripted_lm
+
+KB = [
+    passage("p1", "The Zephyr bridge opened in 1931 and spans the river Oda."),
+    passage("p2", "Oda river trout season runs from April to June."),
+    passage("p3", "Glass recycling in Norwich is collected every second Tuesday."),
+]
+QUESTION = "When did the Zephyr bridge open?"
+
+GOOD = {
+    "retrieve_decision": {"decision": "yes"},
+    "grade_relevance": lambda inp: {"relevance": "relevant" if "Zephyr" in inp["passage"] else "irrelevant"},
+    "generate_answer": {"answer": "It opened in 1931.", "citations": [1], "answerable": True},
+    "judge_support": {"support": "fully"},
+    "judge_usefulness": {"usefulness": 5},
+}
+
+
+def make(script, probs=None, retriever=None, web=None, **cfg):
+    lm, engine = scripted_lm(script, probs=probs)
+    program = SelfRAG(retriever or ListRetriever(KB), web_search=web, config=ProgramSettings(**cfg),
+                      generator_lm=lm, adapter=dspy.JSONAdapter())
+    return program, engine
+
+
+def run(script, question=QUESTION, **kw):
+    program, engine = make(script, **kw)
+    return program(question=question).result, engine
+
+
+def routes(result):
+    return [s.output for s in result.trace if s.step == "route"]
+
+
+def test_default_grades_all_passages_in_one_call_and_drafts_once():
+    result, engine = run(GOOD, k=2)
+    assert engine.roles() == ["retrieve_decision", "grade_relevance_batch", "generate_answer", "judge_support"]
+    graded = [s for s in result.trace if s.step == "grade_relevance"]
+    assert [(s.inputs["passage_id"], s.output, s.lm_calls) for s in graded] == [
+        ("p1", "relevant", 0), ("p2", "irrelevant", 0), ("p3", "irrelevant", 0)]
+    assert result.answer == "It opened in 1931." and not result.abstained and result.confidence == 1.0
+    assert result.usefulness is None  # one candidate: usefulness cannot change the choice, so it is skipped
+
+
+def test_every_lm_step_records_its_tokens():
+    result, _ = run(GOOD)
+    lm_steps = [s for s in result.trace if s.lm_calls]
+    assert lm_steps and all(s.prompt_tokens == 10 * s.lm_calls and s.completion_tokens == 5 * s.lm_calls
+                            for s in lm_steps)
+    assert sum(s.prompt_tokens for s in result.trace) == result.usage.prompt_tokens
+
+
+def test_malformed_batch_falls_back_to_per_passage_calls_for_the_missing_ones():
+    script = dict(GOOD, grade_relevance_batch={"verdicts": [
+        {"number": 1, "topic": "bridge", "relevance": "relevant"},
+        {"number": 3, "topic": "recycling", "relevance": "irrelevant"},
+        {"number": 7, "topic": "no such passage", "relevance": "relevant"}]})  # 2 missing, 7 out of range
+    result, engine = run(script, k=2)
+    assert engine.count("grade_relevance_batch") == 1 and engine.count("grade_relevance") == 1
+    fallback = next(s for s in result.trace if s.step == "grade_fallback")
+    assert fallback.output == ["p2"]
+    batch = next(s for s in result.trace if s.step == "grade_relevance_batch")
+    assert "problems" in batch.inputs and not result.abstained
+
+
+def test_failed_batch_call_regrades_every_passage_alone():
+    result, engine = run(dict(GOOD, grade_relevance_batch="not json"), k=2)
+    assert engine.count("grade_relevance") == 3 and result.answer == "It opened in 1931."
+
+
+def test_soft_support_goes_through_the_answer_threshold():
+    probs = {"judge_support": {"support": {"fully": 0.45, "partially": 0.1, "no": 0.45}}}
+    accepted, _ = run(GOOD, probs=probs, answer_threshold=0.4, max_regenerations=0)
+    assert not accepted.abstained and accepted.confidence == pytest.approx(0.5)
+    support = next(s for s in accepted.trace if s.step == "judge_support")
+    assert support.soft is True and support.probs == {"fully": 0.45, "partially": 0.1, "no": 0.45}
+    refused, _ = run(GOOD, probs=probs, answer_threshold=0.6, max_regenerations=0)
+    assert refused.abstained and refused.answer == ABSTAIN_ANSWER
+    assert refused.abstain_reason == "low_confidence" and refused.confidence == pytest.approx(0.5)
+
+
+def test_backend_without_logprobs_records_soft_false_and_routes_on_the_label():
+    result, _ = run(GOOD)
+    support = next(s for s in result.trace if s.step == "judge_support")
+    assert support.soft is False and support.probs == {"fully": 1.0, "partially": 0.0, "no": 0.0}
+
+
+@pytest.mark.parametrize("threshold,expected", [(0.2, "retrieve"), (0.5, "direct")])
+def test_retrieve_threshold_on_p_yes(threshold, expected):
+    script = dict(GOOD, retrieve_decision={"decision": "no"}, answer_directly={"answer": "x"})
+    probs = {"retrieve_decision": {"decision": {"yes": 0.3, "no": 0.7, "continue": 0.0}}}
+    result, _ = run(script, probs=probs, retrieve_threshold=threshold)
+    assert routes(result)[0] == expected
+
+
+def test_relevance_threshold_keeps_a_passage_the_label_calls_irrelevant():
+    script = dict(GOOD, grade_relevance={"relevance": "irrelevant"})
+    probs = {"grade_relevance_batch": {"relevance": {"relevant": 0.4, "irrelevant": 0.6}}}
+    kept, _ = run(script, probs=probs, relevance_threshold=0.3, answer_threshold=0.3, k=1)
+    assert not kept.abstained and kept.confidence == pytest.approx(0.4)  # P(relevant) × E[support]
+    dropped, _ = run(script, probs=probs, k=1, max_rewrites=0)
+    assert dropped.abstained and dropped.abstain_reason == "no_relevant_passage"
+
+
+def test_cheap_rule_skips_the_retrieve_judge():
+    script = {"answer_directly": {"answer": "51"}, "judge_usefulness": {"usefulness": 5}}
+    result, engine = run(script, question="What is 17 * 3?")
+    assert "retrieve_decision" not in engine.roles() and not result.retrieved
+    rule = next(s for s in result.trace if s.step == "retrieve_rule")
+    assert rule.output == "no"
+
+
+def test_rules_can_be_switched_off():
+    script = dict(GOOD, retrieve_decision={"decision": "no"}, answer_directly={"answer": "51"})
+    _, engine = run(script, question="What is 17 * 3?", retrieve_rules=False)
+    assert engine.roles()[0] == "retrieve_decision"
+
+
+class Broken:
+    def retrieve(self, query, k=5, filters=None):
+        raise ConnectionError("chroma down")
+
+
+@pytest.mark.parametrize("case,reason", [
+    ("nothing relevant", "no_relevant_passage"),
+    ("store down", "retrieval_failed"),
+    ("grader down", "lm_error"),
+    ("drafts say no", "no_answer_in_passages"),
+    ("web fails", "web_failed"),
+    ("direct empty", "direct_unanswerable"),
+])
+def test_each_abstention_names_its_reason(case, reason):
+    script, kw = dict(GOOD), {"max_rewrites": 0}
+    if case == "nothing relevant":
+        script["grade_relevance"] = {"relevance": "irrelevant"}
+    elif case == "store down":
+        kw["retriever"] = Broken()
+    elif case == "grader down":
+        script["grade_relevance"] = script["grade_relevance_batch"] = "garbage"
+    elif case == "drafts say no":
+        script["generate_answer"] = {"answer": "not in the passages", "citations": [], "answerable": False}
+    elif case == "web fails":
+        script["grade_relevance"] = {"relevance": "irrelevant"}
+        kw["web"] = FakeWeb(error=WebSearchError("timeout", "10 s"))
+    elif case == "direct empty":
+        script = {"retrieve_decision": {"decision": "no"}, "answer_directly": {"answer": " "}}
+    result, _ = run(script, **kw)
+    assert result.abstained and result.abstain_reason == reason and result.answer == ABSTAIN_ANSWER
+    assert next(s for s in result.trace if s.step == "abstain").output["reason"] == reason
+
+
+def test_answered_result_has_no_abstain_reason():
+    result, _ = run(GOOD)
+    assert result.abstain_reason is None and not result.abstained
+
+
+def test_token_budget_drops_regeneration_and_records_it():
+    script = dict(GOOD, judge_support={"support": "no"})
+    result, engine = run(script, token_budget=100, max_regenerations=2)  # each call costs 10 prompt tokens
+    assert engine.count("generate_answer") == 1
+    budget = next(s for s in result.trace if s.step == "token_budget")
+    assert [d["step"] for d in budget.output["dropped"]] == ["regeneration"]
+    assert result.abstained and result.abstain_reason == "unsupported"
+
+
+def test_without_budget_the_regeneration_runs():
+    script = dict(GOOD, judge_support={"support": "no"})
+    _, engine = run(script, max_regenerations=2)
+    assert engine.count("generate_answer") == 3
+
+
+def test_thresholds_come_from_settings_then_artifact_then_defaults(tmp_path):
+    program, _ = make(GOOD)
+    assert program.thresholds == Thresholds()
+    program.compiled_thresholds = Thresholds(retrieve=0.3, relevance=0.4, answer=0.7)
+    path = save_artifact(program, tmp_path / "a.json")
+    fresh, _ = make(GOOD, answer_threshold=0.2)
+    load_state_into(fresh, path)
+    assert fresh.thresholds == Thresholds(retrieve=0.3, relevance=0.4, answer=0.2)
+
+
+def test_artifact_with_bad_thresholds_is_refused(tmp_path):
+    import json
+
+    from programs.artifacts import ArtifactError
+
+    program, _ = make(GOOD)
+    path = save_artifact(program, tmp_path / "a.json")
+    payload = json.loads(path.read_text())
+    payload["thresholds"] = {"retrieve": 2.0}
+    path.write_text(json.dumps(payload))
+    with pytest.raises(ArtifactError, match="invalid thresholds"):
+        load_state_into(make(GOOD)[0], path)
+
+
+def test_lm_calls_are_bounded_with_batched_grading():
+    web = FakeWeb([passage(f"w{i}", f"web page {i}", url=f"https://e.org/{i}") for i in range(5)])
+    script = dict(GOOD, grade_relevance=lambda inp: {"relevance": "relevant" if "web page" in inp["passage"]
+                                                     else "irrelevant"},
+                  rewrite_query={"query": "q"}, judge_support={"support": "no"})
+    result, engine = run(script, web=web, k=2, max_rewrites=2, max_web_rounds=1, max_regenerations=1)
+    # decision + (1 + rewrites + web) grade batches + rewrites + (first + regeneration) · (draft + support)
+    assert len(engine.calls) <= 1 + (1 + 2 + 1) + 2 + 2 * 2
+    assert result.usage.lm_calls == len(engine.calls) and result.abstained
