@@ -78,6 +78,11 @@ class LMSettings(_Section):
     # matching earlier prompt, so calls alternating between signatures reuse their system prompts.
     ram_cache_mb: int = Field(512, ge=0)
     cache: bool = False  # DSPy's response cache; off so measurements are honest
+    # Prompt format: "compact" (CompactJSONAdapter: one shared system message, evidence first, ~40% fewer
+    # prompt tokens) or "json" (dspy.JSONAdapter). Both decode the same JSON schema.
+    adapter: Literal["compact", "json"] = "compact"
+    logprobs: bool = True  # ask for token log-probabilities: soft judgement scores (programs.soft_labels)
+    top_logprobs: int = Field(5, ge=1, le=20)
 
     @model_validator(mode="after")
     def _litellm_needs_model(self) -> "LMSettings":

@@ -60,8 +60,9 @@ def build_web(settings: Settings, embedder: Any = None) -> WebSearch | None:
 def build_lms(settings: Settings) -> tuple[dspy.LM, dspy.LM | None, dspy.Adapter]:
     from selfrag.lm.factory import build_adapter, build_lm
 
-    generator = build_lm(settings.lm)
-    critic = build_lm(settings.lm, role="critic") if settings.lm.critic_model else None
+    lp = {"logprobs": settings.lm.logprobs, "top_logprobs": settings.lm.top_logprobs}
+    generator = build_lm(settings.lm, **lp)
+    critic = build_lm(settings.lm, role="critic", **lp) if settings.lm.critic_model else None
     return generator, critic, build_adapter(settings.lm)
 
 

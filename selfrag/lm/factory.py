@@ -134,7 +134,8 @@ def build_lm(
 
 
 def build_adapter(lm: LMSettings) -> dspy.Adapter:
-    """JSONAdapter for every profile.
+    """A JSON adapter for every profile: :class:`CompactJSONAdapter` (``lm.adapter = "compact"``, the
+    default) or ``dspy.JSONAdapter`` (``"json"``); both send the same output schema and parse the same way.
 
     In process it is the only sensible choice: the engine turns the signature's output schema into a
     grammar, so a Literal output can only be one of its values and the reply always parses. Through
@@ -143,5 +144,6 @@ def build_adapter(lm: LMSettings) -> dspy.Adapter:
     demos transfer when the backend changes (ChatAdapter would also fall back to JSONAdapter on a parse
     failure, at the price of a second call).
     """
-    del lm  # same adapter for every profile today; kept in the signature so a profile can differ later
-    return dspy.JSONAdapter()
+    from selfrag.lm.compact_adapter import CompactJSONAdapter
+
+    return CompactJSONAdapter() if lm.adapter == "compact" else dspy.JSONAdapter()
