@@ -14,7 +14,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from programs.types import Passage
-from selfrag.errors import InputError
+from selfrag.errors import InputError, SelfRAGError
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$")
 PAGE = 5000
@@ -40,7 +40,10 @@ def make_client(server: str = "persistent", path: str | Path = ".selfrag/chroma"
         Path(path).mkdir(parents=True, exist_ok=True)
         return chromadb.PersistentClient(path=str(path), settings=settings)
     if server == "http":
-        return chromadb.HttpClient(host=host, port=int(port), settings=settings)
+        try:
+            return chromadb.HttpClient(host=host, port=int(port), settings=settings)
+        except ValueError as exc:  # chromadb's way of saying the server does not answer
+            raise SelfRAGError(f"cannot reach the Chroma server at {host}:{port} (kb.host, kb.port): {exc}") from exc
     raise ValueError(f"kb.server must be 'persistent' or 'http', got {server!r}")
 
 

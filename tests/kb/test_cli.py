@@ -118,3 +118,15 @@ def test_bad_filter_operator_is_a_user_error(run, docs_dir):
     assert run("ingest", str(docs_dir), "-q").exit_code == 0
     r = run("search", "capital", "--where", '{"country": {"$like": "F"}}')
     assert r.exit_code == 2 and "unsupported filter operator '$like'" in r.output
+
+
+def test_an_unreachable_chroma_server_is_one_line(run, monkeypatch):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("SELFRAG_KB__SERVER", "http")
+    monkeypatch.setenv("SELFRAG_KB__PORT", str(port))
+    r = run("collections")
+    assert r.exit_code == 1 and r.output.startswith(f"error: cannot reach the Chroma server at 127.0.0.1:{port}")
