@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 console = Console()
 err_console = Console(stderr=True)
 
-_CONFIG_HELP = "TOML settings file (default: ./selfrag.toml if present, or $SELFRAG_CONFIG)."
+_CONFIG_HELP = "TOML settings file (default: $SELFRAG_CONFIG, else ./selfrag.toml if present)."
 _PROFILE_HELP = "LM profile: local | tiny | litellm."
 _MODEL_HELP = "LiteLLM model string, or a .gguf path for local/tiny."
 
