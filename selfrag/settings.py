@@ -128,11 +128,13 @@ class Settings(BaseSettings):
         """Precedence, highest first: init kwargs (CLI flags) > env > the TOML file > defaults.
         pydantic-settings deep-merges them, so a section given in one source keeps the other keys
         of that section from the lower ones."""
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=_toml_file.get()))
+        toml_file = _toml_file.get() or config_path()
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
 
 
-# The TOML file the next Settings() reads: set by resolve() for one construction (never os.environ).
-_toml_file: ContextVar[Path] = ContextVar("selfrag_toml_file", default=Path(DEFAULT_CONFIG_FILE))
+# The TOML file the next Settings() reads, set by resolve() for one construction (os.environ is never
+# written); unset, Settings() reads config_path().
+_toml_file: ContextVar[Path | None] = ContextVar("selfrag_toml_file", default=None)
 
 
 def config_path(config_file: Path | None = None) -> Path:

@@ -103,3 +103,9 @@ def test_bad_values_name_their_key_whatever_the_source(workdir, monkeypatch):
     (workdir / "selfrag.toml").write_text("[retrieval]\nk = 0\n")
     with pytest.raises(ConfigError, match=r"retrieval\.k: Input should be greater than or equal to 1"):
         resolve()
+
+
+def test_plain_settings_reads_the_same_file_as_resolve(workdir, tmp_path, monkeypatch):
+    (tmp_path / "env.toml").write_text('[kb]\ncollection = "from-env-file"\n')
+    monkeypatch.setenv("SELFRAG_CONFIG", str(tmp_path / "env.toml"))
+    assert Settings().kb.collection == resolve().kb.collection == "from-env-file"
