@@ -12,14 +12,10 @@ import os
 import tempfile
 import time
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from rich.console import Console
+from rich.table import Table
 
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
-
-from selfrag.settings import resolve  # noqa: E402
-from selfrag.wiring import build_runtime  # noqa: E402
+from selfrag.paths import offline_environment
 
 QUESTIONS = [
     "What is the range of the Heron cargo bike?",
@@ -29,6 +25,10 @@ QUESTIONS = [
 
 
 def main() -> None:
+    offline_environment()
+    from selfrag.settings import resolve
+    from selfrag.wiring import build_runtime
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--profile", default="local")
     ap.add_argument("--threads", type=int, default=2)

@@ -2,14 +2,13 @@
 and recall@5 of the gold passage on ClapNQ (dense, BM25, hybrid).
 
 Run: ``.venv/bin/python bench/bench_kb.py [--sizes 10000 100000] [--queries 200]``.
-Datasets come from $SELFRAG_DATASETS, /work/shared/datasets or ../shared/datasets.
+Datasets come from $SELFRAG_DATASETS, else ../shared/datasets beside the checkout (selfrag.paths).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import sys
@@ -19,24 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from selfrag.kb.embedder import SentenceTransformerEmbedder  # noqa: E402
-from selfrag.kb.factory import build_knowledge_base  # noqa: E402
-from selfrag.kb.retriever import BM25Retriever, DenseRetriever, HybridRetriever  # noqa: E402
-from selfrag.settings import KBSettings, RetrievalSettings  # noqa: E402
+from selfrag import paths
 
 
 def datasets_dir() -> Path:
-    for cand in (os.environ.get("SELFRAG_DATASETS"), "/work/shared/datasets", ROOT.parent / "shared" / "datasets"):
-        if cand and Path(cand).is_dir():
-            return Path(cand)
-    raise SystemExit("datasets not found: set SELFRAG_DATASETS")
+    found = paths.datasets_dir()
+    if not found.is_dir():
+        raise SystemExit(f"datasets not found at {found}: set {paths.DATASETS_ENV}")
+    return found
 
 
 def load_corpus(ds: Path):
@@ -97,6 +86,11 @@ def pct(xs, q):
 
 
 def main() -> None:
+    paths.offline_environment()
+    from selfrag.kb.embedder import SentenceTransformerEmbedder
+    from selfrag.kb.factory import build_knowledge_base
+    from selfrag.settings import KBSettings, RetrievalSettings
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--queries", type=int, default=200)

@@ -9,42 +9,40 @@ directory (needs ~1 GB of free disk, deleted afterwards).
 
 from __future__ import annotations
 
+import argparse
+import logging
 import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Literal
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # before dspy imports litellm
-
-import argparse  # noqa: E402
-import logging  # noqa: E402
-import shutil  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Literal  # noqa: E402
-
-import dspy  # noqa: E402
-
-from selfrag.lm import model_files  # noqa: E402
-from selfrag.lm.factory import build_adapter, build_lm  # noqa: E402
-from selfrag.settings import LMSettings  # noqa: E402
+from selfrag.paths import offline_environment
 
 logger = logging.getLogger("bench_lm")
 
 
-class Relevance(dspy.Signature):
-    """Decide whether the passage contains information that helps answer the question."""
+def probe_signatures():
+    """The two judgement probes' signatures (dspy is imported once the offline environment is set)."""
+    import dspy
 
-    question: str = dspy.InputField()
-    passage: str = dspy.InputField()
-    label: Literal["relevant", "irrelevant"] = dspy.OutputField()
+    class Relevance(dspy.Signature):
+        """Decide whether the passage contains information that helps answer the question."""
 
+        question: str = dspy.InputField()
+        passage: str = dspy.InputField()
+        label: Literal["relevant", "irrelevant"] = dspy.OutputField()
 
-class Support(dspy.Signature):
-    """Decide how far the passage supports the answer: fully, partially, or not at all."""
+    class Support(dspy.Signature):
+        """Decide how far the passage supports the answer: fully, partially, or not at all."""
 
-    question: str = dspy.InputField()
-    answer: str = dspy.InputField()
-    passage: str = dspy.InputField()
-    support: Literal["fully", "partially", "no"] = dspy.OutputField()
+        question: str = dspy.InputField()
+        answer: str = dspy.InputField()
+        passage: str = dspy.InputField()
+        support: Literal["fully", "partially", "no"] = dspy.OutputField()
+
+    return Relevance, Support
 
 
 RELEVANCE_PROBES = [
@@ -154,6 +152,13 @@ def _engine_call(lm, fn):
 
 
 def bench(args: argparse.Namespace) -> list[tuple[str, str]]:
+    import dspy
+
+    from selfrag.lm import model_files
+    from selfrag.lm.factory import build_adapter, build_lm
+    from selfrag.settings import LMSettings
+
+    Relevance, Support = probe_signatures()
     rows: list[tuple[str, str]] = []
     settings = LMSettings(
         profile=args.profile,
@@ -312,6 +317,8 @@ def _snapshot(engine) -> dict[str, float]:
 
 
 def _probes(engine, name, signature, probes, field, to_inputs) -> list[tuple[str, str]]:
+    import dspy
+
     correct, failures, details = 0, 0, []
     t = time.perf_counter()
     for probe in probes:
@@ -334,6 +341,7 @@ def _probes(engine, name, signature, probes, field, to_inputs) -> list[tuple[str
 
 
 def main() -> None:
+    offline_environment()
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

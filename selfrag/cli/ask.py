@@ -4,28 +4,30 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.panel import Panel
 from rich.table import Table
 
-from selfrag.cli.common import ConfigOption, ModelOption, ProfileOption, console, fail, settings_from
-from programs.types import RAGResult
+from selfrag.cli.common import CollectionOpt, ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, fail, settings_from
+
+if TYPE_CHECKING:  # pragma: no cover
+    from programs.types import RAGResult
 
 
 def ask(
-    question: str = typer.Argument(..., help="The question to answer."),
-    as_json: bool = typer.Option(False, "--json", help="Print the full result (answer, citations, trace) as JSON."),
-    program: Optional[Path] = typer.Option(None, "--program", help="Compiled artifact to load (JSON)."),
-    profile: Optional[str] = ProfileOption,
-    model: Optional[str] = ModelOption,
-    strategy: Optional[str] = typer.Option(None, "--strategy", help="selfrag | crag (corrective retrieval)."),
-    mode: Optional[str] = typer.Option(None, "--retrieve", help="Retrieval decision: adaptive | always | never."),
-    web: Optional[str] = typer.Option(None, "--web", help="Web fallback: none | tavily | offline."),
-    collection: Optional[str] = typer.Option(None, "--collection", help="Knowledge-base collection."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for the in-process model."),
-    config: Optional[Path] = ConfigOption,
+    question: Annotated[str, typer.Argument(help="The question to answer.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full result (answer, citations, trace) as JSON.")] = False,
+    program: Annotated[Optional[Path], typer.Option("--program", help="Compiled artifact to load (JSON).")] = None,
+    profile: ProfileOpt = None,
+    model: ModelOpt = None,
+    strategy: Annotated[Optional[str], typer.Option("--strategy", help="selfrag | crag (corrective retrieval).")] = None,
+    mode: Annotated[Optional[str], typer.Option("--retrieve", help="Retrieval decision: adaptive | always | never.")] = None,
+    web: Annotated[Optional[str], typer.Option("--web", help="Web fallback: none | tavily | offline.")] = None,
+    collection: CollectionOpt = None,
+    threads: ThreadsOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Answer QUESTION from the knowledge base (the bundled demo corpus when it is empty)."""
     if not question.strip():
@@ -37,20 +39,14 @@ def ask(
         "kb": {"collection": collection},
         "program_path": program,
     })
-    from programs.artifacts import ArtifactError
     from selfrag.wiring import build_runtime
 
-    try:
-        with console.status("Loading knowledge base and model…", spinner="dots") as status:
-            runtime = build_runtime(settings, progress=False)
-            if runtime.ingested_demo:
-                console.log(f"Knowledge base was empty: ingested the demo corpus ({runtime.kb.count()} chunks).")
-            status.update("Thinking: retrieve, grade, draft, critique…")
-            result: RAGResult = runtime.program(question=question).result
-    except ArtifactError as exc:
-        fail(str(exc), 2)
-    except (FileNotFoundError, RuntimeError, ValueError) as exc:
-        fail(f"{type(exc).__name__}: {exc}")
+    with console.status("Loading knowledge base and model…", spinner="dots") as status:
+        runtime = build_runtime(settings, progress=False)
+        if runtime.ingested_demo:
+            console.log(f"Knowledge base was empty: ingested the demo corpus ({runtime.kb.count()} chunks).")
+        status.update("Thinking: retrieve, grade, draft, critique…")
+        result: RAGResult = runtime.program(question=question).result
 
     if as_json:
         typer.echo(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))

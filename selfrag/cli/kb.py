@@ -6,55 +6,48 @@ Thin: each command resolves settings, builds the knowledge base through
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+from rich.table import Table
 
-_COLLECTION = typer.Option(None, "--collection", "-c", help="Collection name (default: kb.collection).")
+from selfrag.cli.common import CollectionOpt, ConfigOpt, console, fail, settings_from
 
-
-def _console(stderr: bool = False):
-    from rich.console import Console
-
-    return Console(stderr=stderr)
-
-
-def _settings(collection: str | None = None, mode: str | None = None):
-    from selfrag.settings import resolve
-
-    return resolve({"kb": {"collection": collection}, "retrieval": {"mode": mode}})
+if TYPE_CHECKING:  # pragma: no cover
+    from selfrag.kb.knowledge_base import KnowledgeBase
+    from selfrag.settings import Settings
 
 
-def _kb(collection: str | None = None, mode: str | None = None):
+def _settings(config: Path | None, collection: str | None = None, mode: str | None = None) -> Settings:
+    return settings_from(config, {"kb": {"collection": collection}, "retrieval": {"mode": mode}})
+
+
+def _knowledge_base(settings: Settings) -> KnowledgeBase:
     from selfrag.kb.factory import build_knowledge_base
 
-    s = _settings(collection, mode)
-    return build_knowledge_base(s.kb, s.retrieval)
+    return build_knowledge_base(settings.kb, settings.retrieval)
 
 
-def _fail(message: str, code: int = 1) -> None:
-    _console(stderr=True).print(f"[red]error:[/red] {message}")
-    raise typer.Exit(code)
+def stdin_is_interactive() -> bool:
+    """Whether a confirmation can be asked (a terminal on stdin)."""
+    return sys.stdin.isatty()
 
 
 def ingest(
-    paths: list[Path] = typer.Argument(..., help="Files or folders (.txt .md .html .pdf .jsonl)."),
-    collection: Optional[str] = _COLLECTION,
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (.txt .md .html .pdf .jsonl).")],
+    collection: CollectionOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    config: ConfigOpt = None,
 ) -> None:
     """Ingest files and folders into the knowledge base."""
-    from rich.table import Table
-
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
-        _fail(f"path does not exist: {', '.join(missing)}", 2)
-    try:
-        kb = _kb(collection)
-        report = kb.ingest(paths, progress=not quiet)
-    except (ValueError, FileNotFoundError) as exc:
-        _fail(str(exc), 2)
-    console = _console()
+        fail(f"path does not exist: {', '.join(missing)}", 2)
+    kb = _knowledge_base(_settings(config, collection))
+    report = kb.ingest(paths, progress=not quiet)
     table = Table(title=f"ingest into {kb.name!r}", show_header=False)
     for label, value in [
         ("files loaded", report.files_loaded), ("documents", report.documents),
@@ -72,35 +65,32 @@ def ingest(
             skipped.add_row(s.path, s.reason)
         console.print(skipped)
     if report.nothing_ingested:
-        _fail("nothing was ingested (every input was skipped or empty)", 1)
+        fail("nothing was ingested (every input was skipped or empty)", 1)
 
 
 def search(
-    query: str = typer.Argument(..., help="The query."),
-    k: Optional[int] = typer.Option(None, "-k", "--k", min=1, help="How many passages (default: retrieval.k)."),
-    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="dense | bm25 | hybrid (default: retrieval.mode)."),
-    collection: Optional[str] = _COLLECTION,
-    where: Optional[str] = typer.Option(None, "--where", help='Metadata filter as JSON, e.g. \'{"language": "zh"}\'.'),
+    query: Annotated[str, typer.Argument(help="The query.")],
+    k: Annotated[Optional[int], typer.Option("-k", "--k", min=1, help="How many passages (default: retrieval.k).")] = None,
+    mode: Annotated[Optional[str], typer.Option("--mode", "-m", help="dense | bm25 | hybrid (default: retrieval.mode).")] = None,
+    collection: CollectionOpt = None,
+    where: Annotated[Optional[str], typer.Option(
+        "--where", help='Metadata filter as JSON, e.g. \'{"language": "zh"}\'.')] = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Search the knowledge base."""
-    import json
+    from selfrag.kb.knowledge_base import MODES
 
-    from rich.table import Table
-
-    if mode is not None and mode not in ("dense", "bm25", "hybrid"):
-        _fail(f"--mode must be dense, bm25 or hybrid, got {mode!r}", 2)
+    if mode is not None and mode not in MODES:
+        fail(f"--mode must be dense, bm25 or hybrid, got {mode!r}", 2)
     filters: dict[str, Any] | None = None
     if where:
         try:
             filters = json.loads(where)
         except json.JSONDecodeError as exc:
-            _fail(f"--where is not valid JSON: {exc}", 2)
-    try:
-        kb = _kb(collection, mode)
-        passages = kb.retrieve(query, k=k, filters=filters)
-    except ValueError as exc:
-        _fail(str(exc), 2)
-    table = Table(title=f"{len(passages)} result(s) from {kb.name!r} ({mode or kb.retrieval.mode})")
+            fail(f"--where is not valid JSON: {exc}", 2)
+    kb = _knowledge_base(_settings(config, collection, mode))
+    passages = kb.retrieve(query, k=k, filters=filters)
+    table = Table(title=f"{len(passages)} result(s) from {kb.name!r} ({kb.retrieval.mode})")
     table.add_column("#", justify="right")
     table.add_column("score", justify="right")
     table.add_column("source / title")
@@ -108,61 +98,63 @@ def search(
     for i, p in enumerate(passages, 1):
         text = p.text if len(p.text) <= 300 else p.text[:300] + "…"
         table.add_row(str(i), f"{p.score:.4f}", f"{p.source}\n[dim]{p.title} #{p.metadata.get('chunk_index', '')}[/dim]", text)
-    _console().print(table)
+    console.print(table)
 
 
-def collections() -> None:
+def collections(config: ConfigOpt = None) -> None:
     """List the collections and their chunk counts."""
-    from rich.table import Table
-
     from selfrag.kb.factory import list_collections
 
-    s = _settings()
+    s = _settings(config)
     table = Table(title=f"collections at {s.kb.path if s.kb.server == 'persistent' else f'{s.kb.host}:{s.kb.port}'}")
     table.add_column("name")
     table.add_column("chunks", justify="right")
     for name, n in list_collections(s.kb):
         table.add_row(name, str(n))
-    _console().print(table)
+    console.print(table)
 
 
-def stats(collection: Optional[str] = _COLLECTION) -> None:
+def stats(collection: CollectionOpt = None, config: ConfigOpt = None) -> None:
     """Show statistics of a collection."""
-    from rich.table import Table
-
-    info = _kb(collection).stats()
+    info = _knowledge_base(_settings(config, collection)).stats()
     table = Table(title=f"collection {info['collection']!r}", show_header=False)
     for key in ("chunks", "sources", "embedder", "bm25_index"):
         table.add_row(key, str(info[key]))
     table.add_row("languages", ", ".join(f"{k}: {v}" for k, v in sorted(info["languages"].items())) or "-")
-    _console().print(table)
+    console.print(table)
 
 
 def delete_collection(
-    name: str = typer.Argument(..., help="Collection to delete."),
-    yes: bool = typer.Option(True, "--yes/--confirm", help="Ask for confirmation with --confirm."),
+    name: Annotated[str, typer.Argument(help="Collection to delete.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking for confirmation.")] = False,
+    config: ConfigOpt = None,
 ) -> None:
-    """Delete a collection (its chunks and BM25 index)."""
+    """Delete a collection (its chunks and BM25 index); asks first unless --yes."""
     from selfrag.kb.factory import list_collections
 
-    s = _settings(name)
-    if name not in {n for n, _ in list_collections(s.kb)}:
-        _fail(f"no collection named {name!r}", 1)
-    if not yes and not typer.confirm(f"delete collection {name!r}?"):
-        raise typer.Exit(1)
-    _kb(name).delete_collection()
-    _console().print(f"deleted collection [bold]{name}[/bold]")
+    s = _settings(config, name)
+    chunks = dict(list_collections(s.kb))
+    if name not in chunks:
+        fail(f"no collection named {name!r}", 1)
+    if not yes:
+        if not stdin_is_interactive():
+            fail(f"not deleting {name!r} without confirmation: pass --yes", 2)
+        if not typer.confirm(f"delete collection {name!r} ({chunks[name]} chunks)?"):
+            raise typer.Exit(1)
+    _knowledge_base(s).delete_collection()
+    console.print(f"deleted collection [bold]{name}[/bold]")
 
 
 def remove_source(
-    path: str = typer.Argument(..., help="The file (or folder) whose chunks to delete; it may no longer exist."),
-    collection: Optional[str] = _COLLECTION,
+    path: Annotated[str, typer.Argument(help="The file (or folder) whose chunks to delete; it may no longer exist.")],
+    collection: CollectionOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Delete the chunks of a removed (or any) source file."""
-    n = _kb(collection).delete_source(path)
+    n = _knowledge_base(_settings(config, collection)).delete_source(path)
     if n == 0:
-        _fail(f"no chunks found for source {path!r}", 1)
-    _console().print(f"removed {n} chunk(s) of {path}")
+        fail(f"no chunks found for source {path!r}", 1)
+    console.print(f"removed {n} chunk(s) of {path}")
 
 
 def register(app: typer.Typer) -> None:

@@ -7,14 +7,11 @@ nothing assumes words are separated by whitespace.
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
     from selfrag.kb.embedder import Embedder
-
-log = logging.getLogger(__name__)
 
 _CLOSERS = "\"'”’」』）)】》\\]"
 # A sentence ends after CJK terminators (no space needed), after !? runs, or after a period that

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import os
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -80,8 +79,6 @@ def resolve_model_path(model: str) -> str:
 @functools.lru_cache(maxsize=4)
 def load_sentence_transformer(model_path: str, device: str = "cpu") -> Any:
     """Load a SentenceTransformer once per process (cached by path and device)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from sentence_transformers import SentenceTransformer
 
     log.info("loading sentence-transformers model %s on %s", model_path, device)

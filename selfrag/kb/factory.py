@@ -13,14 +13,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from selfrag.kb.knowledge_base import KnowledgeBase
 
 
-def bm25_directory(kb: KBSettings, collection: str | None = None) -> Path:
-    """Where the BM25 index of a collection is persisted: next to the Chroma data (for a
+def bm25_directory(kb: KBSettings) -> Path:
+    """Where the BM25 index of ``kb.collection`` is persisted: next to the Chroma data (for a
     server, under the local kb.path keyed by host and port)."""
-    name = collection or kb.collection
     base = Path(kb.path).expanduser() / "bm25"
     if kb.server == "http":
         base = base / re.sub(r"[^A-Za-z0-9._-]", "_", f"http-{kb.host}-{kb.port}")
-    return base / name
+    return base / kb.collection
 
 
 def build_knowledge_base(kb: KBSettings, retrieval: RetrievalSettings,

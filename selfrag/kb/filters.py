@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from selfrag.errors import InputError
+
 _CMP = {
     "$eq": lambda a, b: a == b,
     "$ne": lambda a, b: a != b,
@@ -19,23 +21,23 @@ _CMP = {
 
 
 def validate_where(where: dict[str, Any] | None) -> None:
-    """Raise ValueError naming the bad part of a filter we cannot evaluate."""
+    """Raise InputError (a ValueError) naming the bad part of a filter we cannot evaluate."""
     if where is None:
         return
     if not isinstance(where, dict):
-        raise ValueError(f"filters must be a dict (Chroma 'where'), got {where!r}")
+        raise InputError(f"filters must be a dict (Chroma 'where'), got {where!r}")
     for key, cond in where.items():
         if key in ("$and", "$or"):
             if not isinstance(cond, list):
-                raise ValueError(f"{key} needs a list of filters, got {cond!r}")
+                raise InputError(f"{key} needs a list of filters, got {cond!r}")
             for sub in cond:
                 validate_where(sub)
         elif key.startswith("$"):
-            raise ValueError(f"unsupported filter operator {key!r}")
+            raise InputError(f"unsupported filter operator {key!r}")
         elif isinstance(cond, dict):
             for op in cond:
                 if op not in _CMP:
-                    raise ValueError(f"unsupported filter operator {op!r} for field {key!r}")
+                    raise InputError(f"unsupported filter operator {op!r} for field {key!r}")
 
 
 def matches(where: dict[str, Any] | None, metadata: dict[str, Any]) -> bool:

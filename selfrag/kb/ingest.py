@@ -21,8 +21,6 @@ from selfrag.kb.text import content_hash, detect_language
 
 log = logging.getLogger(__name__)
 
-RESERVED_KEYS = ("source", "title", "chunk_index", "content_hash", "language")
-
 
 @dataclass
 class ChunkRecord:
@@ -46,10 +44,6 @@ class IngestReport:
     def nothing_ingested(self) -> bool:
         """True when no input could be used at all (every file skipped, or none given)."""
         return self.documents == 0
-
-    @property
-    def chunks_per_second(self) -> float:
-        return self.chunks_added / self.seconds if self.seconds > 0 else 0.0
 
 
 def chunk_id(source: str, key: str, index: int, text: str) -> str:

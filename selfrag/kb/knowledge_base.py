@@ -16,6 +16,7 @@ from selfrag.kb.ingest import IngestReport, chunk_documents, write_chunks
 from selfrag.kb.loaders import Document, load_paths
 from selfrag.kb.retriever import BM25Retriever, DenseRetriever, HybridRetriever
 from selfrag.kb.store import ChromaStore, ids_fingerprint
+from selfrag.kb.text import content_hash
 from selfrag.settings import RetrievalSettings
 from programs.types import Passage, Retriever
 
@@ -86,7 +87,7 @@ class KnowledgeBase:
                 meta["doc_id"] = str(doc_id)
             source = str(meta.pop("source", "") or (f"doc:{doc_id}" if doc_id is not None else "memory"))
             title = str(meta.pop("title", "") or "")
-            key = f"doc:{doc_id}" if doc_id is not None else f"hash:{hash_text(text)}"
+            key = f"doc:{doc_id}" if doc_id is not None else f"hash:{content_hash(text)}"
             docs.append(Document(text=text, source=source, title=title, key=key, metadata=meta))
         report = IngestReport(documents=len(docs))
         records = chunk_documents(docs, self.chunker)
@@ -122,8 +123,7 @@ class KnowledgeBase:
 
     def delete_collection(self) -> None:
         """Drop the whole collection and its BM25 index."""
-        self.store.client.delete_collection(self.store.name)
-        self.store._collection = None
+        self.store.drop()
         if self.bm25_dir is not None:
             shutil.rmtree(self.bm25_dir, ignore_errors=True)
         self._bm25 = None
@@ -135,13 +135,6 @@ class KnowledgeBase:
 
     def is_empty(self) -> bool:
         return self.count() == 0
-
-    def sources(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for _id, _text, meta in self.store.iter_all(include_sources_only=True):
-            src = str(meta.get("source", ""))
-            out[src] = out.get(src, 0) + 1
-        return dict(sorted(out.items()))
 
     def stats(self) -> dict[str, Any]:
         langs: dict[str, int] = {}
@@ -211,8 +204,3 @@ class KnowledgeBase:
         log.info("rebuilt BM25 index for %s: %d chunks in %.2fs", self.name, len(ids), time.perf_counter() - t0)
         return index
 
-
-def hash_text(text: str) -> str:
-    from selfrag.kb.text import content_hash
-
-    return content_hash(text)

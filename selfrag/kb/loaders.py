@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from selfrag.errors import MissingPathError
+
 log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = {".txt", ".text"}
@@ -47,11 +49,11 @@ class SkipFile(Exception):
 
 def iter_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[Path, bool]]:
     """Yield ``(file, explicit)`` for every file under ``paths`` (folders recursively, sorted,
-    hidden entries ignored). Raises FileNotFoundError for a path that does not exist."""
+    hidden entries ignored). Raises MissingPathError (a FileNotFoundError) for a path that does not exist."""
     for raw in paths:
         p = Path(raw).expanduser()
         if not p.exists():
-            raise FileNotFoundError(f"path does not exist: {raw}")
+            raise MissingPathError(f"path does not exist: {raw}")
         if p.is_dir():
             for root, dirs, files in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))

@@ -3,8 +3,6 @@ dense (Chroma nearest neighbours), BM25 (bm25s) and hybrid (weighted RRF of the 
 
 from __future__ import annotations
 
-import logging
-import time
 from typing import Any, Callable
 
 from selfrag.kb.embedder import Embedder
@@ -13,8 +11,6 @@ from selfrag.kb.fusion import weighted_rrf
 from selfrag.kb.bm25 import BM25Index
 from selfrag.kb.store import ChromaStore
 from programs.types import Passage
-
-log = logging.getLogger(__name__)
 
 
 def _check_k(k: int) -> None:
@@ -26,18 +22,11 @@ class DenseRetriever:
     def __init__(self, store: ChromaStore, embedder: Embedder):
         self.store = store
         self.embedder = embedder
-        self.last_embed_seconds = 0.0
 
     def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]:
         _check_k(k)
         validate_where(filters)
-        t0 = time.perf_counter()
-        vec = self.embedder.embed([query])[0]
-        self.last_embed_seconds = time.perf_counter() - t0
-        return self.retrieve_by_vector(vec, k, filters)
-
-    def retrieve_by_vector(self, vector: Any, k: int, filters: dict[str, Any] | None = None) -> list[Passage]:
-        return self.store.query(vector, k, where=filters)
+        return self.store.query(self.embedder.embed([query])[0], k, where=filters)
 
 
 class BM25Retriever:

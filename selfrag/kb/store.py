@@ -7,7 +7,6 @@ function (which downloads a model) is never used.
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -15,8 +14,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from programs.types import Passage
-
-log = logging.getLogger(__name__)
+from selfrag.errors import InputError, SelfRAGError
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$")
 PAGE = 5000
@@ -24,7 +22,7 @@ PAGE = 5000
 
 def validate_collection_name(name: str) -> str:
     if not isinstance(name, str) or not _NAME_RE.match(name) or ".." in name:
-        raise ValueError(
+        raise InputError(
             f"invalid collection name {name!r}: use 3-512 characters from [a-zA-Z0-9._-], "
             "starting and ending with a letter or digit"
         )
@@ -42,7 +40,10 @@ def make_client(server: str = "persistent", path: str | Path = ".selfrag/chroma"
         Path(path).mkdir(parents=True, exist_ok=True)
         return chromadb.PersistentClient(path=str(path), settings=settings)
     if server == "http":
-        return chromadb.HttpClient(host=host, port=int(port), settings=settings)
+        try:
+            return chromadb.HttpClient(host=host, port=int(port), settings=settings)
+        except ValueError as exc:  # chromadb's way of saying the server does not answer
+            raise SelfRAGError(f"cannot reach the Chroma server at {host}:{port} (kb.host, kb.port): {exc}") from exc
     raise ValueError(f"kb.server must be 'persistent' or 'http', got {server!r}")
 
 
@@ -87,7 +88,7 @@ class ChromaStore:
             )
             stored = (col.metadata or {}).get("embedder")
             if stored and stored != self.embedder_name and col.count() > 0:
-                raise ValueError(
+                raise InputError(
                     f"collection {self.name!r} was built with embedder {stored!r}, but the configured "
                     f"embedder is {self.embedder_name!r}; use the same kb.embedding_model or another collection"
                 )
@@ -142,11 +143,10 @@ class ChromaStore:
         for s in range(0, len(ids), PAGE):
             self.collection.delete(ids=ids[s:s + PAGE])
 
-    def get(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
-        if not ids:
-            return {}
-        got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
-        return {i: (t or "", dict(m or {})) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"])}
+    def drop(self) -> None:
+        """Delete the whole collection (the next access creates it again, empty)."""
+        self.client.delete_collection(self.name)
+        self._collection = None
 
     def query(self, embedding: np.ndarray, k: int, where: dict[str, Any] | None = None) -> list[Passage]:
         if k < 1:

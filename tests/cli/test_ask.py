@@ -88,3 +88,20 @@ def test_crag_strategy_is_selected_by_setting(workspace):
     steps = [s["step"] for s in payload["trace"]]
     assert "evaluate_retrieval" in steps and "retrieve_decision" not in steps
     assert payload["answer"] == "About 80 km on the Eco setting."
+
+
+def test_a_bug_while_answering_keeps_its_traceback(workspace, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the wiring")
+
+    monkeypatch.setattr("selfrag.wiring.build_runtime", broken)
+    result = runner.invoke(app, ["ask", "What is the range of the Heron cargo bike?"])
+    assert result.exit_code == 1 and isinstance(result.exception, RuntimeError)
+    assert "error:" not in result.output
+
+
+def test_config_file_via_short_option(workspace, tmp_path):
+    cfg = tmp_path / "strategy.toml"
+    cfg.write_text('[program]\nretrieve_mode = "sometimes"\n')
+    result = runner.invoke(app, ["ask", "q?", "-c", str(cfg)])
+    assert result.exit_code == 2 and "program.retrieve_mode" in result.output

@@ -41,11 +41,11 @@ def test_ingest_search_stats_collections_and_removal(run, docs_dir, tmp_path):
     assert r.exit_code == 1
     r = run("ingest", str(docs_dir / "cats.md"), "-q", "--collection", "other")
     assert r.exit_code == 0
-    r = run("delete-collection", "other")
+    r = run("delete-collection", "other", "--yes")
     assert r.exit_code == 0 and "deleted" in r.output
     r = run("collections")
     assert "other" not in r.output
-    r = run("delete-collection", "other")
+    r = run("delete-collection", "other", "--yes")
     assert r.exit_code == 1
 
 
@@ -70,3 +70,63 @@ def test_all_bad_inputs_exit_nonzero_and_partial_success_exits_zero(run, tmp_pat
 def test_bad_mode_is_rejected(run):
     r = run("search", "x", "--mode", "fuzzy")
     assert r.exit_code == 2 and "--mode" in r.output
+
+
+def test_delete_collection_asks_first(run, docs_dir, monkeypatch):
+    assert run("ingest", str(docs_dir / "cats.md"), "-q", "--collection", "other").exit_code == 0
+    r = run("delete-collection", "other")  # not a terminal and no --yes: refused, nothing deleted
+    assert r.exit_code == 2 and "--yes" in r.output
+    monkeypatch.setattr("selfrag.cli.kb.stdin_is_interactive", lambda: True)
+    runner = CliRunner()
+    r = runner.invoke(app, ["delete-collection", "other"], input="n\n")
+    assert r.exit_code == 1 and "delete collection 'other'" in r.output
+    assert "other" in run("collections").output
+    r = runner.invoke(app, ["delete-collection", "other"], input="y\n")
+    assert r.exit_code == 0 and "deleted collection" in r.output
+    assert "other" not in run("collections").output
+
+
+def test_short_c_is_config_and_collection_is_long_only(run, docs_dir, tmp_path):
+    cfg = tmp_path / "other.toml"
+    cfg.write_text('[kb]\ncollection = "fromfile"\n')
+    r = run("ingest", str(docs_dir / "cats.md"), "-q", "-c", str(cfg))
+    assert r.exit_code == 0 and "'fromfile'" in r.output
+    r = run("stats", "--config", str(cfg))
+    assert r.exit_code == 0 and "'fromfile'" in r.output
+    r = run("stats", "-c", "fromfile")  # -c is a config file now, not a collection
+    assert r.exit_code == 2 and "config file not found: fromfile" in r.output
+
+
+@pytest.mark.parametrize("command", [
+    ["ingest", "."], ["search", "x"], ["collections"], ["stats"], ["remove-source", "x"],
+    ["delete-collection", "x", "--yes"],
+])
+def test_malformed_toml_is_one_line_for_every_kb_command(run, tmp_path, command):
+    (tmp_path / "selfrag.toml").write_text('[kb]\ncollection = "x"\nchunk_size = \n')
+    r = run(*command)
+    assert r.exit_code == 2, r.output
+    assert r.output.count("\n") == 1 and "selfrag.toml" in r.output and "line 3" in r.output
+    assert "Traceback" not in r.output
+
+
+def test_invalid_collection_name_is_a_user_error(run):
+    r = run("stats", "--collection", "x")
+    assert r.exit_code == 2 and "invalid collection name 'x'" in r.output
+
+
+def test_bad_filter_operator_is_a_user_error(run, docs_dir):
+    assert run("ingest", str(docs_dir), "-q").exit_code == 0
+    r = run("search", "capital", "--where", '{"country": {"$like": "F"}}')
+    assert r.exit_code == 2 and "unsupported filter operator '$like'" in r.output
+
+
+def test_an_unreachable_chroma_server_is_one_line(run, monkeypatch):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("SELFRAG_KB__SERVER", "http")
+    monkeypatch.setenv("SELFRAG_KB__PORT", str(port))
+    r = run("collections")
+    assert r.exit_code == 1 and r.output.startswith(f"error: cannot reach the Chroma server at 127.0.0.1:{port}")

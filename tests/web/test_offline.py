@@ -9,14 +9,10 @@ import pytest
 
 from programs.types import Passage, WebSearch, WebSearchError
 from selfrag.web.offline import OfflineWebSearch, offline_web_documents, pseudo_url, slugify
+from selfrag.paths import datasets_dir
 from selfrag.web.static import StaticWebSearch
 
-# shared/ sits beside the work tree (locally and in CI's fresh clone).
-SHARED_DATASETS = next(
-    (d for d in (Path(__file__).resolve().parents[3] / "shared" / "datasets", Path("/work/shared/datasets"))
-     if (d / "xquad" / "en.json").is_file()),
-    Path("/work/shared/datasets"),
-)
+SHARED_DATASETS = datasets_dir()
 
 
 class FakeRetriever:
