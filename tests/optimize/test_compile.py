@@ -1,5 +1,5 @@
-"""optimize.compile (with its stages, judgements and optimizers) and `selfrag compile`: demos land in the artifact and survive the round trip, the
-manifest says what was spent, the CLI refuses bad values. A scripted LM plays the judges; one opt-in
+"""optimize.compile (with its stages, judgements and optimizers): demos land in the artifact and survive the round
+trip, the manifest says what was spent, bad requests are refused. A scripted LM plays the judges; one opt-in
 integration test compiles a judgement with the real local model."""
 
 import functools
@@ -11,7 +11,6 @@ import textwrap
 import dspy
 import pytest
 from dspy.lm15 import Message, Response, TextPart, Usage
-from typer.testing import CliRunner
 
 from optimize.compile import compile_program
 from optimize.errors import CompileError
@@ -23,11 +22,9 @@ from optimize.stages import e2e_retriever
 from programs.artifacts import load_state_into, read_artifact, signature_hash
 from programs.selfrag import SelfRAG
 from selfrag import paths
-from selfrag.cli.app import app
 from selfrag.settings import Settings
 from tests.fakes import ROLES, ListRetriever, ScriptedEngine, _inputs, _output_fields, _system_text, passage
 
-runner = CliRunner()
 SPLITS = paths.splits_dir()
 LOAD = functools.partial(load_split, splits_dir=SPLITS)
 
@@ -338,59 +335,6 @@ def test_bad_requests_are_refused_before_any_lm_call(tmp_path):
         with pytest.raises(CompileError, match=match):
             compile_program(Settings(), splits_dir=SPLITS, out_dir=tmp_path, lms=lms, **kwargs)
     assert engine.calls == []
-
-
-# ---------------------------------------------------------------- CLI
-
-
-@pytest.fixture
-def cli_lm(monkeypatch):
-    lms, engine = fake_lms()
-    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: lms)
-    return engine
-
-
-def test_cli_compile_writes_the_artifact_and_prints_the_table(cli_lm, tmp_path):
-    result = runner.invoke(app, ["compile", "--optimizer", "bootstrap", "--judgement", "support", "--train", "8",
-                                 "--dev", "4", "--budget", "2", "--name", "cli", "--out-dir", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    assert "Dev scores" in result.output and "support_accuracy" in result.output and "LM calls" in result.output
-    payload = read_artifact(tmp_path / "cli.json")
-    assert len(payload["state"]["judge_support"]["demos"]) == 2
-    assert (tmp_path / "cli.manifest.json").is_file()
-    assert payload["manifest"]["cost"]["lm_calls"] == len(cli_lm.calls)
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--optimizer", "sgd"], "--optimizer must be one of"),
-    (["--judgement", "honesty"], "unknown judgement"),
-    (["--train", "0"], "--train must be >= 1"),
-    (["--dev", "-1"], "--dev must be >= 0"),
-    (["--budget", "0"], "--budget must be >= 1"),
-    (["--name", "a/b"], "invalid artifact name"),
-])
-def test_cli_bad_values_exit_non_zero(cli_lm, tmp_path, args, message):
-    result = runner.invoke(app, ["compile", "--out-dir", str(tmp_path), *args])
-    assert result.exit_code == 2, result.output
-    assert message in " ".join(result.output.split())
-    assert cli_lm.calls == []
-
-
-def test_cli_lets_a_bug_keep_its_traceback(cli_lm, tmp_path, monkeypatch):
-    """Only user errors become one-line exits; an unexpected exception is not swallowed as one."""
-    def broken(*args, **kwargs):
-        raise KeyError("a bug")
-
-    monkeypatch.setattr("optimize.compile.compile_program", broken)
-    result = runner.invoke(app, ["compile", "--judgement", "support", "--out-dir", str(tmp_path)])
-    assert isinstance(result.exception, KeyError) and result.exit_code == 1
-
-
-def test_cli_missing_splits_is_a_one_line_error(cli_lm, tmp_path, monkeypatch):
-    monkeypatch.setattr("selfrag.paths.splits_dir", lambda: tmp_path / "no-splits")
-    result = runner.invoke(app, ["compile", "--judgement", "support", "--out-dir", str(tmp_path)])
-    assert result.exit_code == 2 and "selfrag data build" in " ".join(result.output.split())
-    assert cli_lm.calls == []
 
 
 # ---------------------------------------------------------------- real local model (opt-in)

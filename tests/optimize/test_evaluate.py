@@ -1,11 +1,10 @@
 """The evaluation harness on a five-example set with a scripted LM: metric arithmetic (hand-computed),
-resume after a crash, error accounting, report files, the knowledge base built once, the CLI."""
+resume after a crash, error accounting, report files, the knowledge base built once."""
 
 import json
 
 import dspy
 import pytest
-from typer.testing import CliRunner
 
 from optimize import eval_examples, eval_reports, eval_runs, eval_summary
 from optimize.evaluate import build_program, evaluate
@@ -341,27 +340,6 @@ def test_evaluate_from_settings_builds_kb_runs_and_resumes(hash_kb_settings, tmp
     assert summary["meta"]["corpus_added"] == 0
     assert summary["programs"]["graded-rag"]["questions"] == 4
     assert engine.roles()[calls:].count("answer_directly") == 0  # finished pairs were not re-run
-
-
-def test_cli_eval_runs_and_prints_the_table(hash_kb_settings, tmp_path, monkeypatch):
-    from selfrag.cli.app import app
-
-    monkeypatch.setattr("optimize.sources.corpus_documents", fake_corpus)
-    lm, _ = scripted_lm(SCRIPT)
-    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
-    data = write_dataset(tmp_path / "five.jsonl")
-    runner = CliRunner()
-    result = runner.invoke(app, ["eval", "--dataset", str(data), "--programs", "vanilla-rag,no-retrieval",
-                                 "--run-id", "cli", "--reports", str(tmp_path / "rep")])
-    assert result.exit_code == 0, result.output
-    assert "| vanilla-rag | 5 | 0 |" in result.output
-    assert (tmp_path / "rep" / "cli" / "quality_vs_cost.png").stat().st_size > 0
-    bad = runner.invoke(app, ["eval", "--programs", "bogus"])
-    assert bad.exit_code == 2 and "unknown program" in bad.output
-    missing = runner.invoke(app, ["eval", "--dataset", str(data), "--programs", f"compiled:{tmp_path / 'no.json'}",
-                                  "--run-id", "bad", "--reports", str(tmp_path / "rep")])
-    assert missing.exit_code == 2 and "compiled artifact not found" in " ".join(missing.output.split())
-    assert isinstance(missing.exception, SystemExit)  # a one-line exit, not a traceback
 
 
 def test_semantic_f1_is_judged_on_answered_answerable_questions_only(tmp_path, monkeypatch):
