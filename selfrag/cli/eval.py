@@ -1,51 +1,78 @@
-"""``selfrag eval``: run SelfRAG and baselines on the same dev questions and write a report."""
+"""``selfrag eval``: run SelfRAG and baselines on the same dev questions and write a report.
+
+The composition root of an evaluation: settings → LMs, web search and a knowledge-base factory
+through :mod:`selfrag.wiring`, folders from :mod:`selfrag.paths`, the program list through
+:mod:`programs.registry`, handed to :func:`optimize.evaluate.evaluate`.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
-from selfrag.cli.common import ConfigOption, ModelOption, ProfileOption, console, fail, settings_from
+from selfrag import paths
+from selfrag.cli.common import console, fail, settings_from
+from selfrag.cli.compile import ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt
+from selfrag.errors import SelfRAGError
 
 DEFAULT_PROGRAMS = "selfrag,vanilla-rag,no-retrieval,graded-rag"
 
 
 def eval_command(
-    dataset: str = typer.Option("clapnq", "--dataset", help="clapnq | cmrc | PATH to a JSONL of QA records."),
-    programs: str = typer.Option(DEFAULT_PROGRAMS, "--programs",
-                                 help="Comma list: selfrag, compiled:PATH, vanilla-rag, no-retrieval, graded-rag, crag."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Questions (half answerable, half not)."),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="Name of the run; an existing run resumes."),
-    reports: Path = typer.Option(Path("reports"), "--reports", help="Folder holding reports/<run-id>/."),
-    support_limit: int = typer.Option(0, "--support-examples", min=0,
-                                      help="Also score each support judge on this many labelled support dev examples."),
-    semantic_f1: bool = typer.Option(False, "--semantic-f1",
-                                     help="Also score answers with an LM-judged semantic F1 (one call per answer)."),
-    profile: Optional[str] = ProfileOption,
-    model: Optional[str] = ModelOption,
-    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for the in-process model."),
-    web: Optional[str] = typer.Option(None, "--web", help="Web fallback: none | tavily | offline."),
-    config: Optional[Path] = ConfigOption,
+    dataset: Annotated[str, typer.Option("--dataset", help="clapnq | cmrc | PATH to a JSONL of QA records.")]
+    = "clapnq",
+    programs: Annotated[str, typer.Option(
+        "--programs", help="Comma list: selfrag, compiled:PATH, vanilla-rag, no-retrieval, graded-rag, crag.")]
+    = DEFAULT_PROGRAMS,
+    limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Questions (half answerable, half not).")]
+    = None,
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Name of the run; an existing run resumes.")]
+    = None,
+    reports: Annotated[Path, typer.Option("--reports", help="Folder holding reports/<run-id>/.")] = Path("reports"),
+    support_limit: Annotated[int, typer.Option(
+        "--support-examples", min=0,
+        help="Also score each support judge on this many labelled support dev examples.")] = 0,
+    semantic_f1: Annotated[bool, typer.Option(
+        "--semantic-f1", help="Also score answers with an LM-judged semantic F1 (one call per answer).")] = False,
+    profile: ProfileOpt = None,
+    model: ModelOpt = None,
+    threads: ThreadsOpt = None,
+    web: Annotated[Optional[str], typer.Option("--web", help="Web fallback: none | tavily | offline.")] = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Evaluate programs on dev questions: results.jsonl, summary.json, summary.md and a plot."""
-    settings = settings_from(config, {"lm": {"profile": profile, "model": model, "threads": threads},
-                                      "web": {"backend": web}})
-    from optimize.evaluate import evaluate, parse_programs
+    from optimize.errors import OptimizeError
+    from optimize.evaluate import evaluate
     from programs.artifacts import ArtifactError
+    from programs.registry import parse_programs
+    from selfrag import wiring
+    from selfrag.cli.progress import RichReporter
+    from selfrag.lm.model_files import ModelFileError
 
     try:
-        names = parse_programs(programs)
+        specs = parse_programs(programs)
     except ValueError as exc:
         fail(str(exc), 2)
+    settings = settings_from(config, {"lm": {"profile": profile, "model": model, "threads": threads},
+                                      "web": {"backend": web}})
     try:
-        out_dir, summary = evaluate(settings, dataset, names, limit=limit, run_id=run_id, reports_dir=reports,
-                                    support_limit=support_limit, semantic_f1=semantic_f1, progress=True)
-    except ArtifactError as exc:
+        lms = wiring.build_lms(settings)
+        web_search = wiring.build_web(settings) if settings.web.backend != "none" else None
+        with RichReporter(console) as reporter:
+            out_dir, summary = evaluate(
+                settings, dataset, specs, lms=lms, web_search=web_search,
+                knowledge_base=lambda collection: wiring.build_knowledge_base(settings, collection=collection),
+                datasets_dir=paths.datasets_dir(), splits_dir=paths.splits_dir(), limit=limit, run_id=run_id,
+                reports_dir=reports, support_limit=support_limit, semantic_f1=semantic_f1,
+                reporter=reporter, ingest_progress=True)
+    except (OptimizeError, ArtifactError) as exc:
         fail(str(exc), 2)
-    except (FileNotFoundError, ValueError, RuntimeError) as exc:
-        fail(f"{type(exc).__name__}: {exc}")
+    except SelfRAGError as exc:
+        fail(str(exc), exc.exit_code)
+    except ModelFileError as exc:
+        fail(str(exc))
     typer.echo((out_dir / "summary.md").read_text(encoding="utf-8"))  # plain: the table must not wrap
     errors = sum(s["errors"] for s in summary["programs"].values())
     console.print(f"reports in {out_dir}" + (f" · [yellow]{errors} question error(s)[/]" if errors else ""))

@@ -1,7 +1,8 @@
-"""optimize.compile and `selfrag compile`: demos land in the artifact and survive the round trip, the
-manifest says what was spent, the CLI refuses bad values. A scripted LM plays the judges; one opt-in
+"""optimize.compile (with its stages, judgements and optimizers): demos land in the artifact and survive the round
+trip, the manifest says what was spent, bad requests are refused. A scripted LM plays the judges; one opt-in
 integration test compiles a judgement with the real local model."""
 
+import functools
 import json
 import subprocess
 import sys
@@ -10,27 +11,22 @@ import textwrap
 import dspy
 import pytest
 from dspy.lm15 import Message, Response, TextPart, Usage
-from typer.testing import CliRunner
 
-from optimize import compile as comp
-from optimize.compile import (
-    CompileError,
-    compile_program,
-    feedback_metric,
-    make_optimizer,
-    parse_judgements,
-    runtime_view,
-    sample_split,
-)
-from optimize.datasets import load_split
+from optimize.compile import compile_program
+from optimize.errors import CompileError
+from optimize.judgements import parse_judgements, runtime_view, sample_split
 from optimize.metrics import relevance_accuracy, support_accuracy
+from optimize.optimizers import feedback_metric, make_optimizer
+from optimize.splits import load_split
+from optimize.stages import e2e_retriever
 from programs.artifacts import load_state_into, read_artifact, signature_hash
 from programs.selfrag import SelfRAG
-from selfrag.cli.app import app
+from selfrag import paths
 from selfrag.settings import Settings
 from tests.fakes import ROLES, ListRetriever, ScriptedEngine, _inputs, _output_fields, _system_text, passage
 
-runner = CliRunner()
+SPLITS = paths.splits_dir()
+LOAD = functools.partial(load_split, splits_dir=SPLITS)
 
 
 def judge_script(**extra):
@@ -77,7 +73,7 @@ def compiled(tmp_path_factory):
     out = tmp_path_factory.mktemp("artifacts")
     lms, engine = fake_lms()
     with dspy.context(lm=None, adapter=None, callbacks=[]):
-        result = compile_program(Settings(), optimizer="bootstrap", judgements="relevance,support", train=12, dev=6,
+        result = compile_program(Settings(), splits_dir=SPLITS, optimizer="bootstrap", judgements="relevance,support", train=12, dev=6,
                                  budget=3, name="t", out_dir=out, lms=lms)
     return result, engine
 
@@ -142,7 +138,7 @@ def test_compiled_demos_are_sent_to_the_model(compiled):
 def test_manifest_fields(compiled):
     result, engine = compiled
     m = result.manifest
-    splits = json.loads((comp.datasets.SPLITS_DIR / "manifest.json").read_text())
+    splits = json.loads((SPLITS / "manifest.json").read_text())
     assert m["dspy_version"] == dspy.__version__
     assert m["program"] == "SelfRAG" and m["program_version"] and m["signature_hash"] == signature_hash(result.program)
     assert m["lm"]["generator"] == "scripted/test" and m["lm"]["critic"] == "scripted/test"
@@ -181,10 +177,10 @@ def test_dev_scores_are_measured_before_and_after(tmp_path):
                         usage=Usage(input_tokens=10, output_tokens=5, total_tokens=15))
 
     engine.complete = complete
-    result = compile_program(Settings(), optimizer="bootstrap", judgements="relevance", train=10, dev=10, budget=2,
+    result = compile_program(Settings(), splits_dir=SPLITS, optimizer="bootstrap", judgements="relevance", train=10, dev=10, budget=2,
                              name="t", out_dir=tmp_path, lms=lms)
     score = result.manifest["scores"]["relevance"]
-    dev = sample_split("relevance", "dev", 10)
+    dev = sample_split("relevance", "dev", 10, LOAD)
     assert score["before"] == sum(ex.relevance == "irrelevant" for ex in dev) / 10  # no demos: always "irrelevant"
     assert score["after"] > score["before"]
 
@@ -192,8 +188,8 @@ def test_dev_scores_are_measured_before_and_after(tmp_path):
 def test_a_compile_that_lowers_dev_accuracy_is_rolled_back(tmp_path):
     """A judge that is right without demos and wrong with them: the artifact keeps the uncompiled judge."""
     lms, engine = fake_lms()
-    dev = sample_split("relevance", "dev", 10)
-    gold = {ex.question + ex.passage[:40]: ex.relevance for ex in sample_split("relevance", "train", 10) + dev}
+    dev = sample_split("relevance", "dev", 10, LOAD)
+    gold = {ex.question + ex.passage[:40]: ex.relevance for ex in sample_split("relevance", "train", 10, LOAD) + dev}
 
     def complete(request):
         inp = _inputs(request.messages[-1].text)
@@ -205,7 +201,7 @@ def test_a_compile_that_lowers_dev_accuracy_is_rolled_back(tmp_path):
                         usage=Usage(input_tokens=10, output_tokens=5, total_tokens=15))
 
     engine.complete = complete
-    result = compile_program(Settings(), optimizer="bootstrap", judgements="relevance", train=10, dev=10, budget=2,
+    result = compile_program(Settings(), splits_dir=SPLITS, optimizer="bootstrap", judgements="relevance", train=10, dev=10, budget=2,
                              name="t", out_dir=tmp_path, lms=lms)
     stage = next(s for s in result.manifest["stages"] if s["name"] == "relevance")
     assert stage["after"] < stage["before"] and stage["kept"] == "uncompiled"
@@ -218,7 +214,7 @@ def test_a_compile_that_lowers_dev_accuracy_is_rolled_back(tmp_path):
 @pytest.mark.parametrize("optimizer, budget", [("random-search", 2), ("mipro", 4), ("gepa", 12)])
 def test_other_optimizers_compile_with_a_fake_lm(tmp_path, optimizer, budget):
     lms, engine = fake_lms()
-    result = compile_program(Settings(), optimizer=optimizer, judgements="support", train=8, dev=4,
+    result = compile_program(Settings(), splits_dir=SPLITS, optimizer=optimizer, judgements="support", train=8, dev=4,
                              budget=budget, name=optimizer, out_dir=tmp_path, lms=lms)
     assert result.manifest["optimizer"]["name"] == optimizer
     assert result.manifest["scores"]["support"]["after"] is not None
@@ -229,7 +225,7 @@ def test_other_optimizers_compile_with_a_fake_lm(tmp_path, optimizer, budget):
 def test_end_to_end_stage_keeps_judgement_demos_and_adds_generator_demos(tmp_path):
     def loader(task, split):
         if task != "qa_en":
-            return load_split(task, split)
+            return load_split(task, split, SPLITS)
         return [dspy.Example(question=f"What is the range of the Heron model {i}?", answer="80 km", answers=["80 km"],
                              answerable=True, gold_doc_ids=["heron"], id=f"q{i}").with_inputs("question")
                 for i in range(4)]
@@ -241,7 +237,7 @@ def test_end_to_end_stage_keeps_judgement_demos_and_adds_generator_demos(tmp_pat
     )
     lms, _ = fake_lms(script)
     retriever = ListRetriever([passage("heron", "The Heron range is 80 km on the Eco setting model.")])
-    result = compile_program(Settings(), optimizer="bootstrap", judgements="relevance", train=8, dev=4, budget=2,
+    result = compile_program(Settings(), splits_dir=SPLITS, optimizer="bootstrap", judgements="relevance", train=8, dev=4, budget=2,
                              e2e=True, e2e_train=3, e2e_dev=2, name="e2e", out_dir=tmp_path, lms=lms,
                              retriever=retriever, loader=loader)
     stages = {s.name: s for s in result.stages}
@@ -254,20 +250,25 @@ def test_end_to_end_stage_keeps_judgement_demos_and_adds_generator_demos(tmp_pat
 
 
 def test_e2e_knowledge_base_is_built_once(tmp_path, monkeypatch):
+    from selfrag import wiring
     from selfrag.settings import resolve
 
     calls = []
 
-    def corpus(name):
+    def corpus(name, datasets_dir):
         calls.append(name)
         return [("The Heron cargo bike has a range of 80 km.", {"doc_id": "clapnq:1", "title": "Heron"}),
                 ("Paris is the capital of France.", {"doc_id": "xquad:1", "title": "Paris"})]
 
-    monkeypatch.setattr(comp.datasets, "corpus_documents", corpus)
+    monkeypatch.setattr("optimize.sources.corpus_documents", corpus)
     settings = resolve({"kb": {"path": str(tmp_path / "kb"), "embedding_model": "hash"}})
-    hits = comp.e2e_retriever(settings).retrieve("Heron range", k=1)
+
+    def knowledge_base(collection):
+        return wiring.build_knowledge_base(settings, collection=collection)
+
+    hits = e2e_retriever(knowledge_base, tmp_path).retrieve("Heron range", k=1)
     assert hits and hits[0].metadata["doc_id"] == "clapnq:1"
-    comp.e2e_retriever(settings)
+    e2e_retriever(knowledge_base, tmp_path)
     assert calls == ["clapnq"]
 
 
@@ -321,9 +322,9 @@ def test_examples_are_shown_as_the_program_shows_passages():
     sup = runtime_view(dspy.Example(question="q", passages="[1] One.\n[2] Two.", answer="a")
                        .with_inputs("question", "passages", "answer"), "support")
     assert sup.passages == "[1] «One.»\n[2] «Two.»"
-    train = sample_split("relevance", "train", 5)
+    train = sample_split("relevance", "train", 5, LOAD)
     assert len(train) == 5 and all(ex.passage.startswith("[1]") for ex in train)
-    assert [ex.id for ex in train] == [ex.id for ex in sample_split("relevance", "train", 5)]  # seeded
+    assert [ex.id for ex in train] == [ex.id for ex in sample_split("relevance", "train", 5, LOAD)]  # seeded
 
 
 def test_bad_requests_are_refused_before_any_lm_call(tmp_path):
@@ -332,44 +333,8 @@ def test_bad_requests_are_refused_before_any_lm_call(tmp_path):
                           ({"train": 0}, "train"), ({"budget": 0}, "budget"), ({"name": "../x"}, "invalid artifact"),
                           ({"judgements": "none"}, "nothing to compile")):
         with pytest.raises(CompileError, match=match):
-            compile_program(Settings(), out_dir=tmp_path, lms=lms, **kwargs)
+            compile_program(Settings(), splits_dir=SPLITS, out_dir=tmp_path, lms=lms, **kwargs)
     assert engine.calls == []
-
-
-# ---------------------------------------------------------------- CLI
-
-
-@pytest.fixture
-def cli_lm(monkeypatch):
-    lms, engine = fake_lms()
-    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: lms)
-    return engine
-
-
-def test_cli_compile_writes_the_artifact_and_prints_the_table(cli_lm, tmp_path):
-    result = runner.invoke(app, ["compile", "--optimizer", "bootstrap", "--judgement", "support", "--train", "8",
-                                 "--dev", "4", "--budget", "2", "--name", "cli", "--out-dir", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    assert "Dev scores" in result.output and "support_accuracy" in result.output and "LM calls" in result.output
-    payload = read_artifact(tmp_path / "cli.json")
-    assert len(payload["state"]["judge_support"]["demos"]) == 2
-    assert (tmp_path / "cli.manifest.json").is_file()
-    assert payload["manifest"]["cost"]["lm_calls"] == len(cli_lm.calls)
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--optimizer", "sgd"], "--optimizer must be one of"),
-    (["--judgement", "honesty"], "unknown judgement"),
-    (["--train", "0"], "--train must be >= 1"),
-    (["--dev", "-1"], "--dev must be >= 0"),
-    (["--budget", "0"], "--budget must be >= 1"),
-    (["--name", "a/b"], "invalid artifact name"),
-])
-def test_cli_bad_values_exit_non_zero(cli_lm, tmp_path, args, message):
-    result = runner.invoke(app, ["compile", "--out-dir", str(tmp_path), *args])
-    assert result.exit_code == 2, result.output
-    assert message in " ".join(result.output.split())
-    assert cli_lm.calls == []
 
 
 # ---------------------------------------------------------------- real local model (opt-in)
@@ -378,13 +343,14 @@ def test_cli_bad_values_exit_non_zero(cli_lm, tmp_path, args, message):
 @pytest.mark.integration
 def test_compile_one_judgement_with_the_local_model(tmp_path):
     pytest.importorskip("llama_cpp")
+    from selfrag import wiring
     from selfrag.lm.model_files import ModelFileError
     from selfrag.settings import resolve
 
     settings = resolve({"lm": {"profile": "local", "threads": 1, "n_ctx": 4096, "max_tokens": 64}})
     try:
-        result = compile_program(settings, optimizer="bootstrap", judgements="support", train=10, dev=4, budget=2,
-                                 name="local", out_dir=tmp_path)
+        result = compile_program(settings, lms=wiring.build_lms(settings), splits_dir=SPLITS, optimizer="bootstrap",
+                                 judgements="support", train=10, dev=4, budget=2, name="local", out_dir=tmp_path)
     except ModelFileError as exc:
         pytest.skip(str(exc))
     m = result.manifest

@@ -1,15 +1,17 @@
 """The evaluation harness on a five-example set with a scripted LM: metric arithmetic (hand-computed),
-resume after a crash, error accounting, report files, the knowledge base built once, the CLI."""
+resume after a crash, error accounting, report files, the knowledge base built once."""
 
 import json
 
 import dspy
 import pytest
-from typer.testing import CliRunner
 
-from optimize import evaluate as E
+from optimize import eval_examples, eval_reports, eval_runs, eval_summary
+from optimize.evaluate import build_program, evaluate
 from programs.baselines import GradedRAG, NoRetrieval, VanillaRAG
+from programs.registry import parse_program, parse_programs
 from programs.settings import ProgramSettings
+from selfrag import paths
 from selfrag.settings import resolve
 from tests import fakes
 from tests.fakes import passage, scripted_lm
@@ -69,8 +71,8 @@ SCRIPT = {
 
 def programs(names=("vanilla-rag", "no-retrieval", "graded-rag"), script=SCRIPT):
     lm, engine = scripted_lm(script)
-    built = {n: E.build_program(n, FixedRetriever(), config=ProgramSettings(k=2), generator_lm=lm,
-                                adapter=dspy.JSONAdapter()) for n in names}
+    built = {n: build_program(parse_program(n), FixedRetriever(), config=ProgramSettings(k=2), generator_lm=lm,
+                              adapter=dspy.JSONAdapter()) for n in names}
     return built, engine
 
 
@@ -79,8 +81,8 @@ def programs(names=("vanilla-rag", "no-retrieval", "graded-rag"), script=SCRIPT)
 
 def test_metrics_are_the_hand_computed_values(tmp_path):
     built, _ = programs()
-    rows = E.run_eval(built, EXAMPLES, tmp_path)
-    s = E.summarize(rows)["programs"]
+    rows = eval_runs.run_eval(built, EXAMPLES, tmp_path)
+    s = eval_summary.summarize(rows)["programs"]
 
     v = s["vanilla-rag"]
     # answers: q1 "1931" (exact, cites d1), q2 "Jane Roe and John" (P 2/4, R 2/2: F1 2/3, cites dx), q3 abstains,
@@ -121,10 +123,10 @@ def test_metrics_are_the_hand_computed_values(tmp_path):
 
 
 def test_percentile_interpolates_like_numpy():
-    assert E.percentile([1, 2, 3, 4], 50) == 2.5
-    assert E.percentile([3, 3, 4, 4, 4], 95) == 4
-    assert E.percentile([0, 10], 95) == pytest.approx(9.5)
-    assert E.percentile([], 50) is None
+    assert eval_summary.percentile([1, 2, 3, 4], 50) == 2.5
+    assert eval_summary.percentile([3, 3, 4, 4, 4], 95) == 4
+    assert eval_summary.percentile([0, 10], 95) == pytest.approx(9.5)
+    assert eval_summary.percentile([], 50) is None
 
 
 def test_relevance_counts_read_passage_ids_and_skip_failed_or_unmarked_steps():
@@ -136,7 +138,7 @@ def test_relevance_counts_read_passage_ids_and_skip_failed_or_unmarked_steps():
         {"step": "grade_relevance", "inputs": {}, "output": "relevant", "ok": True},
         {"step": "judge_support", "inputs": {"passage_id": "d1"}, "output": "fully", "ok": True},
     ]
-    assert E.relevance_counts(trace, ["d1"]) == {"tp": 1, "fp": 1, "fn": 1, "tn": 0}
+    assert eval_runs.relevance_counts(trace, ["d1"]) == {"tp": 1, "fp": 1, "fn": 1, "tn": 0}
 
 
 # ---------------------------------------------------------------- resume
@@ -155,32 +157,32 @@ def test_a_crashed_run_resumes_without_redoing_finished_questions(tmp_path):
     def crash_after_three(row):
         written.append(row)
         if len(written) == 3:
-            raise E.Interrupted("killed")
+            raise eval_runs.Interrupted("killed")
 
-    with pytest.raises(E.Interrupted):
-        E.run_eval(built, EXAMPLES, tmp_path, on_row=crash_after_three)
-    path = tmp_path / E.RESULTS
+    with pytest.raises(eval_runs.Interrupted):
+        eval_runs.run_eval(built, EXAMPLES, tmp_path, on_row=crash_after_three)
+    path = tmp_path / eval_runs.RESULTS
     assert keys(path) == [("vanilla-rag", "q1"), ("no-retrieval", "q1"), ("vanilla-rag", "q2")]
     assert len(engine.calls) == 3
     with open(path, "a") as fh:  # the kill tore the next line mid-write
         fh.write('{"task": "qa", "program": "no-retrieval", "id": "q2", "ans')
 
     built2, engine2 = programs(names)
-    rows = E.run_eval(built2, EXAMPLES, tmp_path)
+    rows = eval_runs.run_eval(built2, EXAMPLES, tmp_path)
     assert len(engine2.calls) == 2 * 5 - 3  # only the unfinished pairs ran
     assert [inp["question"] for _, inp in engine2.calls][0] == EXAMPLES[1].question  # no-retrieval on q2 first
     got = keys(path)
     assert len(got) == len(set(got)) == 10 and len(rows) == 10
     built3, engine3 = programs(names)
-    E.run_eval(built3, EXAMPLES, tmp_path)  # a finished run does nothing
+    eval_runs.run_eval(built3, EXAMPLES, tmp_path)  # a finished run does nothing
     assert engine3.calls == [] and len(keys(path)) == 10
 
 
 def test_a_new_program_on_resume_runs_only_its_own_questions(tmp_path):
     built, _ = programs(("vanilla-rag",))
-    E.run_eval(built, EXAMPLES, tmp_path)
+    eval_runs.run_eval(built, EXAMPLES, tmp_path)
     built2, engine2 = programs(("vanilla-rag", "no-retrieval"))
-    rows = E.run_eval(built2, EXAMPLES, tmp_path)
+    rows = eval_runs.run_eval(built2, EXAMPLES, tmp_path)
     assert engine2.roles() == ["answer_directly"] * 5
     assert len(rows) == 10
 
@@ -204,18 +206,18 @@ class Flaky(dspy.Module):
 def test_an_error_on_one_question_is_recorded_and_counted_not_fatal(tmp_path):
     built, _ = programs(("vanilla-rag", "no-retrieval"))
     built["vanilla-rag"] = Flaky(built["vanilla-rag"], EXAMPLES[1].question)
-    rows = E.run_eval(built, EXAMPLES, tmp_path)
+    rows = eval_runs.run_eval(built, EXAMPLES, tmp_path)
     bad = [r for r in rows if not r["ok"]]
     assert [(r["program"], r["id"]) for r in bad] == [("vanilla-rag", "q2")]
     assert bad[0]["error"] == "RuntimeError: store went away"
-    s = E.summarize(rows)["programs"]
+    s = eval_summary.summarize(rows)["programs"]
     assert s["vanilla-rag"]["errors"] == 1 and s["vanilla-rag"]["questions"] == 5
     assert s["vanilla-rag"]["answerable"] == 2  # averages leave the error out
     assert s["vanilla-rag"]["f1"] == pytest.approx((1 + 0) / 2)
     assert s["no-retrieval"]["errors"] == 0
     # an errored pair counts as done: a rerun does not retry it
     built2, engine2 = programs(("vanilla-rag", "no-retrieval"))
-    E.run_eval(built2, EXAMPLES, tmp_path)
+    eval_runs.run_eval(built2, EXAMPLES, tmp_path)
     assert engine2.calls == []
 
 
@@ -224,16 +226,16 @@ def test_an_error_on_one_question_is_recorded_and_counted_not_fatal(tmp_path):
 
 def test_reports_are_written_with_table_json_and_plot(tmp_path):
     built, _ = programs()
-    rows = E.run_eval(built, EXAMPLES, tmp_path)
-    summary = E.summarize(rows, list(built), {"run_id": "t1", "dataset": "five"})
-    paths = E.write_reports(tmp_path, summary)
+    rows = eval_runs.run_eval(built, EXAMPLES, tmp_path)
+    summary = eval_summary.summarize(rows, list(built), {"run_id": "t1", "dataset": "five"})
+    paths = eval_reports.write_reports(tmp_path, summary)
     data = json.loads(paths["summary_json"].read_text())
     assert set(data["programs"]) == {"vanilla-rag", "no-retrieval", "graded-rag"}
     md = paths["summary_md"].read_text()
     assert "| program |" in md and "| graded-rag | 5 | 0 |" in md and "dataset: five" in md
     png = paths["plot"].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
-    line = json.loads((tmp_path / E.RESULTS).read_text().splitlines()[0])
+    line = json.loads((tmp_path / eval_runs.RESULTS).read_text().splitlines()[0])
     assert line["result"]["trace"] and line["usage"]["lm_calls"] == 1 and "scores" in line
 
 
@@ -241,8 +243,8 @@ def test_support_judge_accuracy_on_labelled_examples(tmp_path):
     built, _ = programs(("vanilla-rag", "graded-rag"))
     support = [dspy.Example(id=f"s{i}", question="q", passages="[1] p", answer=a, support=label)
                for i, (a, label) in enumerate([("Jane", "no"), ("x", "fully"), ("Jane", "fully")])]
-    rows = E.run_eval(built, EXAMPLES[:1], tmp_path, support_examples=support)
-    s = E.summarize(rows)["programs"]
+    rows = eval_runs.run_eval(built, EXAMPLES[:1], tmp_path, support_examples=support)
+    s = eval_summary.summarize(rows)["programs"]
     assert s["graded-rag"]["support_accuracy"] == pytest.approx(2 / 3) and s["graded-rag"]["support_examples"] == 3
     assert s["vanilla-rag"]["support_accuracy"] is None  # no judge to score
 
@@ -251,34 +253,34 @@ def test_support_judge_accuracy_on_labelled_examples(tmp_path):
 
 
 def test_parse_and_build_programs(tmp_path):
-    assert E.parse_programs("selfrag, vanilla-rag,selfrag") == ["selfrag", "vanilla-rag"]
+    assert [s.label for s in parse_programs("selfrag, vanilla-rag,selfrag")] == ["selfrag", "vanilla-rag"]
     for bad in ("bogus", "", "compiled:"):
         with pytest.raises(ValueError):
-            E.parse_programs(bad)
-    assert isinstance(E.build_program("vanilla-rag", FixedRetriever()), VanillaRAG)
-    assert isinstance(E.build_program("no-retrieval", FixedRetriever()), NoRetrieval)
-    assert isinstance(E.build_program("graded-rag", FixedRetriever()), GradedRAG)
+            parse_programs(bad)
+    assert isinstance(build_program(parse_program("vanilla-rag"), FixedRetriever()), VanillaRAG)
+    assert isinstance(build_program(parse_program("no-retrieval"), FixedRetriever()), NoRetrieval)
+    assert isinstance(build_program(parse_program("graded-rag"), FixedRetriever()), GradedRAG)
     from programs.artifacts import ArtifactError
 
     with pytest.raises(ArtifactError):
-        E.build_program(f"compiled:{tmp_path / 'missing.json'}", FixedRetriever())
+        build_program(parse_program(f"compiled:{tmp_path / 'missing.json'}"), FixedRetriever())
 
 
 def test_compiled_program_loads_its_artifact(tmp_path):
     from programs.artifacts import save_artifact
 
-    program = E.build_program("selfrag", FixedRetriever())
+    program = build_program(parse_program("selfrag"), FixedRetriever())
     program.generate_answer.signature = program.generate_answer.signature.with_instructions("Compiled!")
     save_artifact(program, tmp_path / "a.json")
-    loaded = E.build_program(f"compiled:{tmp_path / 'a.json'}", FixedRetriever())
+    loaded = build_program(parse_program(f"compiled:{tmp_path / 'a.json'}"), FixedRetriever())
     assert loaded.generate_answer.signature.instructions == "Compiled!"
 
 
 def test_balanced_alternates_answerable_and_unanswerable():
-    picked = E.balanced(EXAMPLES, 4)
+    picked = eval_examples.balanced(EXAMPLES, 4)
     assert [e.id for e in picked] == ["q1", "q4", "q2", "q5"]
-    assert [e.id for e in E.balanced(EXAMPLES, 5)] == [e.id for e in EXAMPLES]
-    assert [e.id for e in E.balanced(EXAMPLES[:3], 2)] == ["q1", "q2"]
+    assert [e.id for e in eval_examples.balanced(EXAMPLES, 5)] == [e.id for e in EXAMPLES]
+    assert [e.id for e in eval_examples.balanced(EXAMPLES[:3], 2)] == ["q1", "q2"]
 
 
 DOCS = [("The Zephyr bridge opened in 1931.", {"doc_id": "d1", "title": "Zephyr"}),
@@ -298,11 +300,11 @@ def test_the_eval_knowledge_base_is_filled_once(hash_kb_settings):
     from selfrag.wiring import build_knowledge_base
 
     kb = build_knowledge_base(hash_kb_settings, collection="eval-test")
-    assert E.ensure_corpus(kb, DOCS) == 3
+    assert eval_examples.ensure_corpus(kb, DOCS) == 3
     count = kb.count()
     kb2 = build_knowledge_base(hash_kb_settings, collection="eval-test")
-    assert E.ensure_corpus(kb2, DOCS) == 0 and kb2.count() == count
-    assert E.ensure_corpus(kb2, DOCS + [("A fourth document.", {"doc_id": "d4"})]) == 1
+    assert eval_examples.ensure_corpus(kb2, DOCS) == 0 and kb2.count() == count
+    assert eval_examples.ensure_corpus(kb2, DOCS + [("A fourth document.", {"doc_id": "d4"})]) == 1
 
 
 def write_dataset(path):
@@ -311,14 +313,20 @@ def write_dataset(path):
     return path
 
 
+def fake_corpus(name, datasets_dir):
+    return [(p.text, dict(p.metadata)) for p in (D1, D2, D3, DX)]
+
+
 def test_evaluate_from_settings_builds_kb_runs_and_resumes(hash_kb_settings, tmp_path, monkeypatch):
-    monkeypatch.setattr("optimize.datasets.corpus_documents", lambda name: [(p.text, dict(p.metadata))
-                                                                           for p in (D1, D2, D3, DX)])
+    from selfrag.wiring import build_knowledge_base
+
+    monkeypatch.setattr("optimize.sources.corpus_documents", fake_corpus)
     data = write_dataset(tmp_path / "five.jsonl")
     lm, engine = scripted_lm(SCRIPT)
-    lms = (lm, None, dspy.JSONAdapter())
-    out, summary = E.evaluate(hash_kb_settings, str(data), ["vanilla-rag", "no-retrieval"], limit=4, run_id="r1",
-                              reports_dir=tmp_path / "reports", lms=lms)
+    components = dict(lms=(lm, None, dspy.JSONAdapter()), datasets_dir=tmp_path, splits_dir=paths.splits_dir(),
+                      knowledge_base=lambda name: build_knowledge_base(hash_kb_settings, collection=name))
+    out, summary = evaluate(hash_kb_settings, str(data), parse_programs("vanilla-rag,no-retrieval"), limit=4,
+                            run_id="r1", reports_dir=tmp_path / "reports", **components)
     assert out == tmp_path / "reports" / "r1"
     assert summary["programs"]["vanilla-rag"]["questions"] == 4
     assert summary["meta"]["collection"] == "eval-clapnq" and summary["meta"]["corpus_added"] == 4
@@ -327,29 +335,11 @@ def test_evaluate_from_settings_builds_kb_runs_and_resumes(hash_kb_settings, tmp
     calls = len(engine.calls)
     assert calls == 8
     # resume: same questions as the run started with (limit is ignored), the KB is not refilled
-    out, summary = E.evaluate(hash_kb_settings, str(data), ["vanilla-rag", "no-retrieval", "graded-rag"],
-                              limit=1, run_id="r1", reports_dir=tmp_path / "reports", lms=lms)
+    out, summary = evaluate(hash_kb_settings, str(data), parse_programs("vanilla-rag,no-retrieval,graded-rag"),
+                            limit=1, run_id="r1", reports_dir=tmp_path / "reports", **components)
     assert summary["meta"]["corpus_added"] == 0
     assert summary["programs"]["graded-rag"]["questions"] == 4
     assert engine.roles()[calls:].count("answer_directly") == 0  # finished pairs were not re-run
-
-
-def test_cli_eval_runs_and_prints_the_table(hash_kb_settings, tmp_path, monkeypatch):
-    from selfrag.cli.app import app
-
-    monkeypatch.setattr("optimize.datasets.corpus_documents", lambda name: [(p.text, dict(p.metadata))
-                                                                           for p in (D1, D2, D3, DX)])
-    lm, _ = scripted_lm(SCRIPT)
-    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
-    data = write_dataset(tmp_path / "five.jsonl")
-    runner = CliRunner()
-    result = runner.invoke(app, ["eval", "--dataset", str(data), "--programs", "vanilla-rag,no-retrieval",
-                                 "--run-id", "cli", "--reports", str(tmp_path / "rep")])
-    assert result.exit_code == 0, result.output
-    assert "| vanilla-rag | 5 | 0 |" in result.output
-    assert (tmp_path / "rep" / "cli" / "quality_vs_cost.png").stat().st_size > 0
-    bad = runner.invoke(app, ["eval", "--programs", "bogus"])
-    assert bad.exit_code == 2 and "unknown program" in bad.output
 
 
 def test_semantic_f1_is_judged_on_answered_answerable_questions_only(tmp_path, monkeypatch):
@@ -357,14 +347,14 @@ def test_semantic_f1_is_judged_on_answered_answerable_questions_only(tmp_path, m
     monkeypatch.setitem(fakes.ROLES, ("recall", "precision"), "semantic_f1")
     built, _ = programs(("vanilla-rag",))
     judge_lm, judge_engine = scripted_lm({"semantic_f1": {"recall": 1.0, "precision": 0.5}})
-    judge = E.SemanticF1Judge(judge_lm, dspy.JSONAdapter())
-    rows = E.run_eval(built, EXAMPLES, tmp_path, semantic_f1=judge)
+    judge = eval_runs.SemanticF1Judge(judge_lm, dspy.JSONAdapter())
+    rows = eval_runs.run_eval(built, EXAMPLES, tmp_path, semantic_f1=judge)
     # answered answerable: q1, q2 (judged 2·1·0.5/1.5); q3 abstained → 0 without a call; q4, q5 unanswerable
     assert judge_engine.count("semantic_f1") == 2
     by_id = {r["id"]: r["scores"]["semantic_f1"] for r in rows}
     assert by_id == {"q1": pytest.approx(2 / 3, abs=1e-4), "q2": pytest.approx(2 / 3, abs=1e-4), "q3": 0.0,
                      "q4": None, "q5": None}
-    s = E.summarize(rows)["programs"]["vanilla-rag"]
+    s = eval_summary.summarize(rows)["programs"]["vanilla-rag"]
     assert s["semantic_f1"] == pytest.approx((2 / 3 + 2 / 3 + 0) / 3, abs=1e-4)
-    assert "sem F1" in E.render_markdown(E.summarize(rows))
-    assert E.summarize_program([])["semantic_f1"] is None
+    assert "sem F1" in eval_reports.render_markdown(eval_summary.summarize(rows))
+    assert eval_summary.summarize_program([])["semantic_f1"] is None

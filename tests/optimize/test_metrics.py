@@ -1,9 +1,5 @@
 """Metric arithmetic with hand-computed values."""
 
-import os
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
 import dspy
 import pytest
 

@@ -1,21 +1,21 @@
-"""Split building (determinism, disjointness), loaders and the hand-written retrieve-decision set."""
+"""Split building (determinism, disjointness), loaders and the committed split files."""
 
 import hashlib
 import json
-import os
-from collections import Counter
-from pathlib import Path
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import dspy
 import numpy as np
 import pytest
 
-from optimize import datasets as D
+from optimize import splits as S
+from optimize.errors import DataError
+from optimize.records import MAX_PASSAGE_CHARS
+from optimize.sources import RETRIEVE_FILE, corpus_documents, split_of
+from selfrag import paths
 
-DATASETS = D.default_datasets_dir()
+DATASETS = paths.datasets_dir()
+SPLITS = paths.splits_dir()
+RETRIEVE = paths.data_dir() / RETRIEVE_FILE
 needs_datasets = pytest.mark.skipif(not (DATASETS / "clapnq").is_dir(), reason="shared datasets not present")
 
 
@@ -33,8 +33,8 @@ def hash_embed(texts):
 def small_builds(tmp_path_factory):
     a, b = tmp_path_factory.mktemp("a"), tmp_path_factory.mktemp("b")
     caps = {"train": 40, "dev": 20}
-    ma = D.build_splits(DATASETS, a, limit=24, embed_fn=hash_embed, caps=caps)
-    mb = D.build_splits(DATASETS, b, limit=24, embed_fn=hash_embed, caps=caps)
+    ma = S.build_splits(DATASETS, a, RETRIEVE, limit=24, embed_fn=hash_embed, caps=caps)
+    mb = S.build_splits(DATASETS, b, RETRIEVE, limit=24, embed_fn=hash_embed, caps=caps)
     return (a, ma), (b, mb)
 
 
@@ -46,13 +46,13 @@ def test_build_is_deterministic(small_builds):
     for rel in ma["files"]:
         assert (a / rel).read_bytes() == (b / rel).read_bytes()
     assert json.loads((a / "manifest.json").read_text()) == ma
-    assert D.verify_manifest(a) == []
+    assert S.verify_manifest(a) == []
 
 
 @needs_datasets
 def test_manifest_counts_and_hashes(small_builds):
     (a, ma), _ = small_builds
-    assert set(ma["files"]) == {f"{t}/{s}.jsonl" for t in D.TASKS for s in D.SPLITS}
+    assert set(ma["files"]) == {f"{t}/{s}.jsonl" for t in S.TASKS for s in S.SPLITS}
     for rel, meta in ma["files"].items():
         data = (a / rel).read_bytes()
         assert meta["sha256"] == hashlib.sha256(data).hexdigest()
@@ -66,7 +66,7 @@ def test_manifest_counts_and_hashes(small_builds):
 def test_train_dev_disjoint_by_id_and_group(small_builds):
     (a, _), _ = small_builds
     train_groups, dev_groups = set(), set()
-    for task in D.TASKS:
+    for task in S.TASKS:
         train = [json.loads(l) for l in (a / task / "train.jsonl").read_text().splitlines()]
         dev = [json.loads(l) for l in (a / task / "dev.jsonl").read_text().splitlines()]
         assert not {r["id"] for r in train} & {r["id"] for r in dev}
@@ -75,19 +75,19 @@ def test_train_dev_disjoint_by_id_and_group(small_builds):
         train_groups |= {r["group"] for r in train}
         dev_groups |= {r["group"] for r in dev}
     assert not train_groups & dev_groups  # one source question never sits in both splits of any task
-    assert all(D.split_of(g) == "dev" for g in dev_groups)
+    assert all(split_of(g) == "dev" for g in dev_groups)
 
 
 @needs_datasets
-@pytest.mark.parametrize("task", D.TASKS)
+@pytest.mark.parametrize("task", S.TASKS)
 def test_load_split_returns_examples_with_inputs(small_builds, task):
     (a, _), _ = small_builds
-    for split in D.SPLITS:
-        examples = D.load_split(task, split, a)
+    for split in S.SPLITS:
+        examples = S.load_split(task, split, a)
         assert examples, (task, split)
         for e in examples:
             assert isinstance(e, dspy.Example)
-            assert set(e.inputs().keys()) == set(D.TASK_INPUTS[task])
+            assert set(e.inputs().keys()) == set(S.TASK_INPUTS[task])
             assert e.id and e.group
 
 
@@ -97,28 +97,38 @@ def test_task_inputs_match_signatures():
     pairs = [("retrieve", RetrieveDecision), ("relevance", GradeRelevance), ("support", JudgeSupport),
              ("usefulness", JudgeUsefulness)]
     for task, sig in pairs:
-        assert set(D.TASK_INPUTS[task]) == set(sig.input_fields)
-    assert set(D.TASK_INPUTS["qa_en"]) <= set(GenerateAnswer.input_fields)
+        assert set(S.TASK_INPUTS[task]) == set(sig.input_fields)
+    assert set(S.TASK_INPUTS["qa_en"]) <= set(GenerateAnswer.input_fields)
 
 
 def test_load_split_rejects_unknown():
     with pytest.raises(ValueError):
-        D.load_split("nope", "train")
+        S.load_split("nope", "train", SPLITS)
     with pytest.raises(ValueError):
-        D.load_split("qa_en", "test")
+        S.load_split("qa_en", "test", SPLITS)
+
+
+def test_missing_split_files_and_datasets_are_data_errors(tmp_path):
+    with pytest.raises(DataError, match="selfrag data build"):
+        S.load_split("qa_en", "dev", tmp_path)
+    with pytest.raises(DataError, match="selfrag data build"):
+        S.verify_manifest(tmp_path)
+    with pytest.raises(DataError, match="clapnq"):
+        S.build_splits(tmp_path, tmp_path / "out", RETRIEVE)
+    assert S.dataset_hash(tmp_path) is None
 
 
 # ---------------------------------------------------------------- the committed files
 
 
-MAX_STORED_PASSAGE = 2 * D.MAX_PASSAGE_CHARS  # answer sentences are never cut, see window_passage
-COMMITTED = D.SPLITS_DIR / "manifest.json"
+MAX_STORED_PASSAGE = 2 * MAX_PASSAGE_CHARS  # answer sentences are never cut, see window_passage
+COMMITTED = SPLITS / "manifest.json"
 needs_committed = pytest.mark.skipif(not COMMITTED.exists(), reason="data/splits not built")
 
 
 @needs_committed
 def test_committed_splits_match_manifest():
-    assert D.verify_manifest() == []
+    assert S.verify_manifest(SPLITS) == []
 
 
 @needs_committed
@@ -126,16 +136,16 @@ def test_committed_labels_and_fields():
     labels = {"retrieve": ("decision", {"yes", "no"}), "relevance": ("relevance", {"relevant", "irrelevant"}),
               "support": ("support", {"fully", "no"}), "usefulness": ("usefulness", {1, 4, 5})}
     for task, (field, allowed) in labels.items():
-        for split in D.SPLITS:
-            examples = D.load_split(task, split)
+        for split in S.SPLITS:
+            examples = S.load_split(task, split, SPLITS)
             assert {getattr(e, field) for e in examples} == allowed, (task, split)
-    for split in D.SPLITS:
-        for e in D.load_split("qa_en", split):
+    for split in S.SPLITS:
+        for e in S.load_split("qa_en", split, SPLITS):
             assert e.answerable == bool(e.gold_doc_ids) == bool(e.answer)
             assert all(d.startswith("clapnq:") for d in e.related_doc_ids)
-        for e in D.load_split("qa_zh", split):
+        for e in S.load_split("qa_zh", split, SPLITS):
             assert e.answerable and e.gold_doc_ids[0].startswith("cmrc:") and e.language == "zh"
-        for e in D.load_split("relevance", split) + D.load_split("support", split):
+        for e in S.load_split("relevance", split, SPLITS) + S.load_split("support", split, SPLITS):
             text = e.get("passage") or e.get("passages")
             assert text and len(text) <= MAX_STORED_PASSAGE
 
@@ -143,61 +153,10 @@ def test_committed_labels_and_fields():
 @needs_committed
 @needs_datasets
 def test_gold_doc_ids_exist_in_corpus():
-    en = {m["doc_id"] for _, m in D.corpus_documents("clapnq")}
-    zh = {m["doc_id"] for _, m in D.corpus_documents("cmrc")}
-    for split in D.SPLITS:
-        for e in D.load_split("qa_en", split):
+    en = {m["doc_id"] for _, m in corpus_documents("clapnq", DATASETS)}
+    zh = {m["doc_id"] for _, m in corpus_documents("cmrc", DATASETS)}
+    for split in S.SPLITS:
+        for e in S.load_split("qa_en", split, SPLITS):
             assert set(e.related_doc_ids) <= en
-        for e in D.load_split("qa_zh", split):
+        for e in S.load_split("qa_zh", split, SPLITS):
             assert set(e.gold_doc_ids) <= zh
-
-
-@needs_datasets
-def test_corpus_documents_shape():
-    en = D.corpus_documents("clapnq")
-    assert all(set(m) == {"doc_id", "title", "source"} and t for t, m in en)
-    ids = [m["doc_id"] for _, m in en]
-    assert len(ids) == len(set(ids)) == len({t for t, _ in en})
-    assert Counter(m["source"] for _, m in en)["xquad"] == 240
-    assert len(D.corpus_documents("clapnq", distractors=False)) == len(ids) - 240
-    zh = D.corpus_documents("cmrc")
-    assert len(zh) == 256 and all(m["source"] == "cmrc2018" for _, m in zh)
-
-
-# ---------------------------------------------------------------- hand-written retrieve decisions
-
-
-def test_retrieve_file_balanced_and_well_formed():
-    rows = D.read_retrieve_file()
-    assert len(rows) >= 80
-    counts = Counter(r["decision"] for r in rows)
-    assert set(counts) == {"yes", "no"}
-    assert 0.4 <= counts["yes"] / len(rows) <= 0.6
-    assert len({r["id"] for r in rows}) == len(rows)
-    assert len({r["question"] for r in rows}) == len(rows)
-    assert all(r["answer_so_far"] == "" and r["question"].strip() for r in rows)
-
-
-@needs_datasets
-def test_retrieve_file_has_no_dataset_question():
-    dataset_questions = D.all_dataset_questions()
-    assert len(dataset_questions) > 2000
-    for r in D.read_retrieve_file():
-        assert D._norm_q(r["question"]) not in dataset_questions, r["question"]
-
-
-# ---------------------------------------------------------------- passage helpers
-
-
-def test_window_passage_keeps_selected_sentences():
-    sents = [f"Sentence number {i} is here." for i in range(100)]
-    out = D.window_passage(sents, [sents[40], sents[42]], max_chars=200)
-    assert sents[40] in out and sents[41] in out and sents[42] in out and len(out) <= 200
-    far = D.window_passage(sents, [sents[1], sents[90]], max_chars=200)
-    assert far == f"{sents[1]} ... {sents[90]}"
-
-
-def test_truncate_at_sentence_end():
-    text = "One two three. " * 200
-    out = D.truncate(text, 100)
-    assert len(out) <= 100 and out.endswith(".")

@@ -1,0 +1,136 @@
+"""The four SelfRAG judgements an optimizer compiles on their own labelled sets, and their examples.
+
+Judgements (``JUDGEMENTS``): name → SelfRAG predictor, labelled task, metric::
+
+    retrieve   → decide_retrieval  / retrieve   / retrieve_accuracy
+    relevance  → grade_relevance   / relevance  / relevance_accuracy
+    support    → judge_support     / support    / support_accuracy
+    usefulness → judge_usefulness  / usefulness / usefulness_accuracy
+
+A judgement is compiled as a one-predictor :class:`JudgementModule` around a copy of the SelfRAG
+predictor; :func:`copy_predictor_state` puts the result back. The labelled examples are shown to the
+judge the way the program shows them at run time: a relevance passage becomes ``[1] (title) «text»``
+and support passages ``[n] «text»`` (:func:`runtime_view`), so compiled demos look like the prompts
+they will sit in.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dspy
+
+from optimize.errors import CompileError
+from optimize.metrics import relevance_accuracy, retrieve_accuracy, support_accuracy, usefulness_accuracy
+from programs.base import quote_safe
+from programs.selfrag import format_passages
+from programs.types import Passage
+
+SEED = 0  # sampling of the examples and the optimizers' own seeds
+
+SplitLoader = Callable[[str, str], list]  # (task, split) → examples, e.g. optimize.splits.load_split
+
+
+@dataclass(frozen=True)
+class Judgement:
+    name: str
+    predictor: str  # attribute of SelfRAG
+    task: str  # labelled task of optimize.splits
+    metric: Callable[..., Any]
+    label: str  # the output field the metric checks
+
+
+JUDGEMENTS: dict[str, Judgement] = {
+    "retrieve": Judgement("retrieve", "decide_retrieval", "retrieve", retrieve_accuracy, "decision"),
+    "relevance": Judgement("relevance", "grade_relevance", "relevance", relevance_accuracy, "relevance"),
+    "support": Judgement("support", "judge_support", "support", support_accuracy, "support"),
+    "usefulness": Judgement("usefulness", "judge_usefulness", "usefulness", usefulness_accuracy, "usefulness"),
+}
+
+
+def parse_judgements(value: str | Sequence[str]) -> list[str]:
+    """``"all"``, one name, a comma list, or a sequence of names → validated list of judgement names."""
+    items = [value] if isinstance(value, str) else list(value)
+    names: list[str] = []
+    for item in items:
+        for part in str(item).split(","):
+            part = part.strip().lower()
+            if not part:
+                continue
+            if part == "all":
+                names.extend(n for n in JUDGEMENTS if n not in names)
+            elif part in JUDGEMENTS:
+                if part not in names:
+                    names.append(part)
+            else:
+                raise CompileError(f"unknown judgement {part!r}: use one of {', '.join(JUDGEMENTS)} or all")
+    if not names:
+        raise CompileError("no judgement given")
+    return names
+
+
+# ---------------------------------------------------------------- the one-predictor module
+
+
+class JudgementModule(dspy.Module):
+    """A one-predictor module around a copy of a SelfRAG judgement, for the optimizers."""
+
+    def __init__(self, name: str, predictor: dspy.Predict):
+        super().__init__()
+        self._name = name
+        setattr(self, name, predictor)
+
+    @property
+    def predictor(self) -> dspy.Predict:
+        return getattr(self, self._name)
+
+    def forward(self, **inputs: Any) -> dspy.Prediction:
+        return self.predictor(**inputs)
+
+
+def _clean_demo(demo: Any, predictor: dspy.Predict) -> dspy.Example:
+    """Only the signature's fields (and DSPy's ``augmented`` flag) go into the artifact."""
+    keep = set(predictor.signature.fields) | {"augmented"}
+    data = demo.toDict() if hasattr(demo, "toDict") else dict(demo)
+    return dspy.Example(**{k: v for k, v in data.items() if k in keep})
+
+
+def copy_predictor_state(source: dspy.Predict, target: dspy.Predict) -> None:
+    """Demos (signature fields only) and instructions of ``source`` into ``target``."""
+    source.demos = [_clean_demo(d, source) for d in source.demos]
+    target.load_state(source.dump_state())
+
+
+# ---------------------------------------------------------------- examples as the program shows them
+
+_NUMBERED = re.compile(r"^\[(\d+)\]\s*", re.M)
+_FORMATTED = re.compile(r"^\[\d+\](?: \([^\n]*?\))? «")  # already "[1] (title) «text»"
+
+
+def runtime_view(example: dspy.Example, task: str) -> dspy.Example:
+    """The example with its passage(s) formatted as SelfRAG formats them at run time."""
+    if task == "relevance" and not _FORMATTED.match(str(example.passage)):
+        p = Passage(id="p", text=str(example.passage), metadata={"title": str(example.get("title") or "")})
+        return example.copy(passage=format_passages([p], max_chars=10**6))
+    if task == "support" and not _FORMATTED.match(str(example.passages)):
+        parts = _NUMBERED.split(str(example.passages))
+        if len(parts) >= 3 and not parts[0].strip():
+            blocks = [f"[{parts[i]}] «{quote_safe(parts[i + 1].strip())}»" for i in range(1, len(parts) - 1, 2)]
+            return example.copy(passages="\n".join(blocks))
+    return example
+
+
+def sample_split(task: str, split: str, n: int | None, loader: SplitLoader, seed: int = SEED) -> list[dspy.Example]:
+    """``n`` examples of ``task``/``split`` from ``loader`` (all when None), a seeded sample in file
+    order, shown as the program shows them."""
+    examples = loader(task, split)
+    if not examples:
+        raise CompileError(f"no {split} examples for task {task!r}")
+    if n is not None and n < len(examples):
+        chosen = set(random.Random(f"{seed}:{task}:{split}").sample(range(len(examples)), n))
+        examples = [ex for i, ex in enumerate(examples) if i in chosen]
+    return [runtime_view(ex, task) for ex in examples]

@@ -1,0 +1,64 @@
+"""The compile manifest (what was compiled, with which LMs, data, optimizer, scores and cost) and
+its rows for a summary table."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from optimize.optimizers import BUDGET_KNOB
+from optimize.splits import dataset_hash
+from optimize.stages import StageReport
+from optimize.usage import UsageMeter
+from programs.artifacts import PROGRAM_VERSION, signature_hash
+
+
+def _model_id(lm: Any) -> str | None:
+    return None if lm is None else str(getattr(lm, "model", lm))
+
+
+def build_manifest(program: dspy.Module, settings: Any, *, optimizer: str, budget: int | None,
+                   params: dict[str, Any], stages: list[StageReport], meter: UsageMeter, seconds: float,
+                   generator: Any, critic: Any, reflection: Any, name: str, seed: int,
+                   splits_dir: Path) -> dict[str, Any]:
+    """The manifest of one compile; ``settings`` gives the LM profile, temperature and threads."""
+    cost = meter.snapshot()
+    return {
+        "name": name,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "dspy_version": dspy.__version__,
+        "program": type(program).__name__,
+        "program_version": PROGRAM_VERSION,
+        "signature_hash": signature_hash(program),
+        "lm": {
+            "profile": settings.lm.profile,
+            "generator": _model_id(generator),
+            "critic": _model_id(critic or generator),
+            "reflection": _model_id(reflection),
+            "adapter": type(program.adapter).__name__ if program.adapter is not None else None,
+            "temperature": settings.lm.temperature,
+            "threads": settings.lm.threads,
+        },
+        "dataset_hash": dataset_hash(splits_dir),
+        "optimizer": {"name": optimizer, "budget": budget, "budget_knob": BUDGET_KNOB[optimizer], "params": params,
+                      "seed": seed},
+        "scores": {s.name: {"metric": s.metric, "dev": s.dev, "before": s.before, "after": s.after} for s in stages},
+        "stages": [asdict(s) for s in stages],
+        "cost": {**cost, "seconds": seconds},
+    }
+
+
+def summary_rows(manifest: dict[str, Any]) -> list[tuple[str, str, str, str, str, str, str]]:
+    """(stage, metric, train/dev, before, after, change, demos) for a table."""
+    rows = []
+    for s in manifest.get("stages", []):
+        before, after = s.get("before"), s.get("after")
+        change = "" if before is None or after is None else f"{after - before:+.3f}"
+        rows.append((s["name"], s["metric"], f"{s['train']}/{s['dev']}",
+                     "" if before is None else f"{before:.3f}", "" if after is None else f"{after:.3f}", change,
+                     str(sum(s.get("demos", {}).values()))))
+    return rows

@@ -1,0 +1,61 @@
+"""`selfrag compile` through typer's CliRunner (a scripted LM behind the wiring): the artifact and the table,
+one-line errors for bad values, a bug keeps its traceback."""
+
+import pytest
+from typer.testing import CliRunner
+
+from programs.artifacts import read_artifact
+from selfrag.cli.app import app
+from tests.optimize.test_compile import fake_lms
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def cli_lm(monkeypatch):
+    lms, engine = fake_lms()
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: lms)
+    return engine
+
+
+def test_cli_compile_writes_the_artifact_and_prints_the_table(cli_lm, tmp_path):
+    result = runner.invoke(app, ["compile", "--optimizer", "bootstrap", "--judgement", "support", "--train", "8",
+                                 "--dev", "4", "--budget", "2", "--name", "cli", "--out-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "Dev scores" in result.output and "support_accuracy" in result.output and "LM calls" in result.output
+    payload = read_artifact(tmp_path / "cli.json")
+    assert len(payload["state"]["judge_support"]["demos"]) == 2
+    assert (tmp_path / "cli.manifest.json").is_file()
+    assert payload["manifest"]["cost"]["lm_calls"] == len(cli_lm.calls)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--optimizer", "sgd"], "--optimizer must be one of"),
+    (["--judgement", "honesty"], "unknown judgement"),
+    (["--train", "0"], "--train must be >= 1"),
+    (["--dev", "-1"], "--dev must be >= 0"),
+    (["--budget", "0"], "--budget must be >= 1"),
+    (["--name", "a/b"], "invalid artifact name"),
+])
+def test_cli_bad_values_exit_non_zero(cli_lm, tmp_path, args, message):
+    result = runner.invoke(app, ["compile", "--out-dir", str(tmp_path), *args])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert cli_lm.calls == []
+
+
+def test_cli_lets_a_bug_keep_its_traceback(cli_lm, tmp_path, monkeypatch):
+    """Only user errors become one-line exits; an unexpected exception is not swallowed as one."""
+    def broken(*args, **kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr("optimize.compile.compile_program", broken)
+    result = runner.invoke(app, ["compile", "--judgement", "support", "--out-dir", str(tmp_path)])
+    assert isinstance(result.exception, KeyError) and result.exit_code == 1
+
+
+def test_cli_missing_splits_is_a_one_line_error(cli_lm, tmp_path, monkeypatch):
+    monkeypatch.setattr("selfrag.paths.splits_dir", lambda: tmp_path / "no-splits")
+    result = runner.invoke(app, ["compile", "--judgement", "support", "--out-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "selfrag data build" in " ".join(result.output.split())
+    assert cli_lm.calls == []
