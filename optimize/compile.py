@@ -24,7 +24,9 @@ from typing import Any
 
 import dspy
 
+from optimize.calibrate import DEFAULT_ANSWER_OBJECTIVE, calibrate
 from optimize.errors import CompileError
+from optimize.eval_examples import balanced
 from optimize.judgements import JUDGEMENTS, SEED, SplitLoader, parse_judgements
 from optimize.manifest import build_manifest
 from optimize.optimizers import MIPRO_NEEDS_OPTUNA, OPTIMIZERS, has_optuna
@@ -32,7 +34,7 @@ from optimize.progress import Reporter
 from optimize.splits import load_split
 from optimize.stages import StageReport, compile_e2e, compile_judgement, e2e_retriever
 from optimize.usage import UsageMeter
-from programs.artifacts import save_artifact
+from programs.artifacts import load_state_into, save_artifact
 from programs.selfrag import SelfRAG
 
 _ARTIFACT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -56,7 +58,8 @@ class _NullRetriever:
 
 def check_request(*, optimizer: str = "bootstrap", judgements: str | Sequence[str] = "all", e2e: bool = False,
                   train: int | None = 50, dev: int | None = 40, e2e_train: int | None = None,
-                  e2e_dev: int | None = None, budget: int | None = None, name: str | None = None) -> tuple[list[str], str]:
+                  e2e_dev: int | None = None, budget: int | None = None, name: str | None = None,
+                  calibrate: bool = False) -> tuple[list[str], str]:
     """Validate a compile request before anything is built; returns the judgement names and the artifact name.
 
     Raises :class:`CompileError` naming the problem."""
@@ -74,8 +77,8 @@ def check_request(*, optimizer: str = "bootstrap", judgements: str | Sequence[st
         names: list[str] = []
     else:
         names = parse_judgements(judgements) if judgements else []
-    if not names and not e2e:
-        raise CompileError("nothing to compile: give a judgement or --e2e")
+    if not names and not e2e and not calibrate:
+        raise CompileError("nothing to compile: give a judgement, --e2e or --calibrate")
     name = name or f"compiled-{optimizer}"
     if not _ARTIFACT_NAME.fullmatch(name) or name.endswith(".json"):
         raise CompileError(f"invalid artifact name {name!r}: letters, digits, '.', '_' and '-' only, no extension")
@@ -88,7 +91,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                     e2e_dev: int | None = None, name: str | None = None, num_threads: int = 1, retriever: Any = None,
                     knowledge_base: Callable[[str], Any] | None = None, datasets_dir: Path | str | None = None,
                     reporter: Reporter | None = None, loader: SplitLoader | None = None,
-                    seed: int = SEED) -> CompileResult:
+                    seed: int = SEED, start_from: Path | str | None = None, calibrate_sizes: dict | None = None,
+                    answer_objective: Any = DEFAULT_ANSWER_OBJECTIVE) -> CompileResult:
     """Compile SelfRAG's judgements (and end to end with ``e2e``) and write the artifact and its manifest.
 
     Args:
@@ -107,10 +111,16 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         retriever: retriever for the end-to-end stage; None = the ``clapnq`` collection opened with
             ``knowledge_base(name)`` and filled from ``datasets_dir`` once.
         loader: ``(task, split) → examples``; default :func:`optimize.splits.load_split` on ``splits_dir``.
+        start_from: an artifact whose compiled state (and thresholds) the program starts from.
+        calibrate_sizes: run the calibrate stage (:mod:`optimize.calibrate`) after the optimizer stages,
+            with these sizes (``{"retrieve": 60, "relevance": 30, "answer": 24}``, 0 skips one); None = no.
+        answer_objective: the answer threshold's objective (``"accuracy"`` or ``("max_false_abstention", x)``).
     """
     names, name = check_request(optimizer=optimizer, judgements=judgements, e2e=e2e, train=train, dev=dev,
-                                e2e_train=e2e_train, e2e_dev=e2e_dev, budget=budget, name=name)
-    if e2e and retriever is None and (knowledge_base is None or datasets_dir is None):
+                                e2e_train=e2e_train, e2e_dev=e2e_dev, budget=budget, name=name,
+                                calibrate=calibrate_sizes is not None)
+    needs_corpus = e2e or bool(calibrate_sizes and calibrate_sizes.get("answer", 1))
+    if needs_corpus and retriever is None and (knowledge_base is None or datasets_dir is None):
         raise CompileError("the end-to-end stage needs a retriever, or a knowledge base and the datasets folder")
     out_dir = Path(out_dir)
     loader = loader or functools.partial(load_split, splits_dir=splits_dir)
@@ -123,6 +133,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
 
     program = SelfRAG(retriever if retriever is not None else _NullRetriever(), config=settings.program,
                       generator_lm=generator, critic_lm=critic, adapter=adapter)
+    if start_from is not None:
+        load_state_into(program, Path(start_from))
     meter = UsageMeter()
     stages: list[StageReport] = []
     params: dict[str, Any] = {}
@@ -146,11 +158,25 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                 seed=seed)
         stages.append(report)
         params = params or e2e_params
+    calibration = None
+    if calibrate_sizes is not None:
+        if calibrate_sizes.get("answer", 1) and retriever is None and isinstance(program.retriever, _NullRetriever):
+            program.retriever = e2e_retriever(knowledge_base, Path(datasets_dir), reporter)
+        answer_n = calibrate_sizes.get("answer", 24)
+        answer_examples = balanced(list(loader("qa_en", "train")), answer_n) if answer_n else None
+        calibration = calibrate(program, loader=loader, out_dir=out_dir / f"{name}.calibration",
+                                answer_objective=answer_objective, answer_examples=answer_examples,
+                                reporter=reporter, **{k: v for k, v in calibrate_sizes.items() if k != "answer"})
     seconds = round(time.perf_counter() - start, 2)
 
     manifest = build_manifest(program, settings, optimizer=optimizer, budget=budget, params=params, stages=stages,
                               meter=meter, seconds=seconds, generator=generator, critic=critic,
                               reflection=reflection_lm, name=name, seed=seed, splits_dir=Path(splits_dir))
+    if calibration is not None:
+        manifest["calibration"] = calibration
+        manifest["thresholds"] = calibration["thresholds"]
+    if start_from is not None:
+        manifest["started_from"] = str(start_from)
     artifact = save_artifact(program, out_dir / f"{name}.json", manifest)
     manifest_path = out_dir / f"{name}.manifest.json"
     manifest_path.write_text(json.dumps(manifest, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")

@@ -61,4 +61,12 @@ def summary_rows(manifest: dict[str, Any]) -> list[tuple[str, str, str, str, str
         rows.append((s["name"], s["metric"], f"{s['train']}/{s['dev']}",
                      "" if before is None else f"{before:.3f}", "" if after is None else f"{after:.3f}", change,
                      str(sum(s.get("demos", {}).values()))))
+    for name, s in (manifest.get("calibration") or {}).get("stages", {}).items():
+        if "threshold" not in s:
+            rows.append((f"calibrate {name}", "threshold", str(s.get("n", 0)), f"{s.get('default', 0.5):.3f}",
+                         "kept", "", ""))
+            continue
+        before, after = s["accuracy_default"], s["accuracy_fitted"]
+        rows.append((f"calibrate {name}", f"accuracy (threshold {s['threshold']:.3f}, ECE {s['ece']:.3f})",
+                     str(s["n"]), f"{before:.3f}", f"{after:.3f}", f"{after - before:+.3f}", ""))
     return rows

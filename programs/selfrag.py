@@ -82,11 +82,9 @@ class SelfRAG(RAGModule):
         if rule is not None:
             tracer.note("retrieve_rule", rule.decision, rule=rule.rule)
         elif cfg.retrieve_mode == "adaptive":
-            pred, step = self._critic(tracer, "retrieve_decision", self.decide_retrieval, "decision",
-                                      question=question, answer_so_far="")
-            soft = soft_of(pred, "decision", field_labels(self.decide_retrieval, "decision"))
-            record_soft(step, soft)
-            p_retrieve = None if soft is None else soft.p("yes") + soft.p("continue")
+            _, p_retrieve, sub = self.retrieve_probability(question)
+            for step in sub.steps:
+                tracer.record(step, sub.usage if step is sub.steps[-1] else None)
         route = route_retrieve_decision(cfg.retrieve_mode, rule.decision if rule else None, p_retrieve, th.retrieve)
         tracer.note("route", route, mode=cfg.retrieve_mode, p_retrieve=p_retrieve, threshold=th.retrieve)
         return route
@@ -147,6 +145,25 @@ class SelfRAG(RAGModule):
             "confidence": [None if c.confidence() is None else round(c.confidence(), 3) for c in candidates],
             "best": candidates.index(best) if best else None})
         return best
+
+    # ------------------------------------------------------------------ judgements alone (calibration)
+    def retrieve_probability(self, question: str) -> tuple[str | None, float | None, Tracer]:
+        """The cheap rule's verdict (None when no rule applies) and, when no rule decides, the judge's
+        P(retrieve) = P(yes) + P(continue) (None if the judgement failed); with the trace of the call."""
+        tracer = Tracer()
+        rule = match_rule(question) if self.config.retrieve_rules else None
+        if rule is not None:
+            return rule.decision, None, tracer
+        pred, step = self._critic(tracer, "retrieve_decision", self.decide_retrieval, "decision",
+                                  question=question, answer_so_far="")
+        soft = soft_of(pred, "decision", field_labels(self.decide_retrieval, "decision"))
+        record_soft(step, soft)
+        return None, None if soft is None else soft.p("yes") + soft.p("continue"), tracer
+
+    def relevance_probabilities(self, question: str, passages: list[Passage]) -> tuple[list[float | None], Tracer]:
+        """P(relevant) of each passage as the program grades them (``config.grading``), with the trace."""
+        tracer = Tracer()
+        return self._relevance_scores(tracer, question, passages), tracer
 
     # ------------------------------------------------------------------ forward
     def forward(self, question: str) -> dspy.Prediction:

@@ -63,6 +63,12 @@ def splits_dir() -> Path:
     return (root if root is not None else Path.cwd()) / "data" / "splits"
 
 
+def artifacts_dir() -> Path:
+    """Where compiled artifacts go by default: ``artifacts/`` of the checkout, else of the working directory."""
+    root = source_root()
+    return (root if root is not None else Path.cwd()) / "artifacts"
+
+
 def data_dir() -> Path:
     """The project's ``data/`` folder (derived files, attribution)."""
     return splits_dir().parent

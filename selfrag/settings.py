@@ -111,6 +111,14 @@ class WebSettings(_Section):
     offline_collection: str = "web"
 
 
+class CacheSettings(_Section):
+    """The answer cache: a repeated question costs 0 LM calls until the collection, the artifact or
+    the settings change (a file in the knowledge-base folder)."""
+
+    answers: bool = True
+    max_entries: int = Field(1000, ge=1)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SELFRAG_", env_nested_delimiter="__", extra="forbid")
 
@@ -119,6 +127,7 @@ class Settings(BaseSettings):
     lm: LMSettings = Field(default_factory=LMSettings)
     program: ProgramSettings = Field(default_factory=ProgramSettings)
     web: WebSettings = Field(default_factory=WebSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
     program_path: Path | None = None  # a compiled artifact to load; None = the shipped default if any
 
     @classmethod

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # heavy imports stay out of CLI start-up
     import dspy
 
     from programs.base import RAGModule
-    from programs.types import WebSearch
+    from programs.types import RAGResult, WebSearch
     from selfrag.kb import KnowledgeBase
 
 logger = logging.getLogger(__name__)
@@ -74,6 +74,35 @@ class Runtime:
     kb: KnowledgeBase
     program: RAGModule
     ingested_demo: bool = False
+    artifact: Path | None = None  # the compiled artifact loaded into the program, if any
+    custom_retriever: bool = False  # the program does not read ``kb`` (the cache key cannot see its version)
+
+    def answer(self, question: str) -> RAGResult:
+        """Answer ``question``; with ``cache.answers`` a repeat of an earlier question over the same
+        collection version, artifact and settings is served from the answer cache (0 LM calls)."""
+        cache, key = self._cache(question)
+        if cache is not None:
+            hit = cache.get(key)
+            if hit is not None:
+                return hit
+        result = self.program(question=question).result
+        if cache is not None:
+            cache.put(key, result)
+        return result
+
+    def _cache(self, question: str):
+        if not self.settings.cache.answers or self.custom_retriever:
+            return None, None
+        from selfrag.answer_cache import CACHE_FILENAME, AnswerCache, CacheKey, fingerprint
+
+        if getattr(self, "_answer_cache", None) is None:
+            self._answer_cache = AnswerCache(Path(self.settings.kb.path).expanduser() / CACHE_FILENAME,
+                                             max_entries=self.settings.cache.max_entries)
+        s = self.settings
+        shaping = {"program": s.program, "lm": s.lm.model_dump(exclude={"threads", "timeout", "model_cache"}),
+                   "retrieval": s.retrieval, "web": s.web.backend}
+        artifact = fingerprint(self.artifact.read_bytes().hex()) if self.artifact is not None else ""
+        return self._answer_cache, CacheKey(question, self.kb.fingerprint(), artifact, fingerprint(shaping))
 
 
 def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | None = None,
@@ -86,6 +115,7 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
 
     kb = build_knowledge_base(settings)
     ingested = False
+    retriever_was_given = retriever is not None
     if retriever is None:
         ingested = ensure_demo_corpus(kb, progress=progress)
         retriever = kb.retriever()
@@ -99,7 +129,8 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
         artifact = shipped  # compiled for SelfRAG only
     if artifact is not None:
         load_state_into(program, Path(artifact))
-    return Runtime(settings=settings, kb=kb, program=program, ingested_demo=ingested)
+    return Runtime(settings=settings, kb=kb, program=program, ingested_demo=ingested,
+                   artifact=Path(artifact) if artifact is not None else None, custom_retriever=retriever_was_given)
 
 
 def load_compiled(path: Path | str, settings: Settings | None = None) -> RAGModule:

@@ -92,3 +92,46 @@ def test_import_selfrag_does_not_load_the_wiring():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout.split()
     assert out == ["False", "True"]
+
+
+def test_a_repeated_question_is_answered_from_the_cache(tmp_path):
+    """Runtime.answer: the second ask costs 0 LM calls; a changed collection or setting misses."""
+    from programs.settings import ProgramSettings
+    from selfrag.kb.embedder import HashEmbedder
+    from selfrag.settings import CacheSettings, KBSettings, Settings
+    from selfrag.wiring import build_knowledge_base
+    from tests.fakes import scripted_lm
+
+    lm, engine = scripted_lm({
+        "retrieve_decision": {"decision": "yes"},
+        "grade_relevance": {"relevance": "relevant"},
+        "generate_answer": {"answer": "About 80 km.", "citations": [1], "answerable": True},
+        "judge_support": {"support": "fully"},
+    })
+    settings = Settings(kb=KBSettings(path=tmp_path / "kb"), program=ProgramSettings(max_rewrites=0),
+                        cache=CacheSettings(answers=True))
+    kb = build_knowledge_base(settings, embedder=HashEmbedder())
+    kb.add_documents([("The Heron cargo bike has a range of about 80 km.", {"source": "heron.md"})])
+
+    def runtime(s):
+        from programs.selfrag import SelfRAG
+        from selfrag.wiring import Runtime
+
+        program = SelfRAG(kb.retriever(), config=s.program, generator_lm=lm, adapter=dspy.JSONAdapter())
+        return Runtime(settings=s, kb=kb, program=program)
+
+    import dspy
+
+    rt = runtime(settings)
+    first = rt.answer("What is the range of the Heron?")
+    calls = len(engine.calls)
+    again = rt.answer("what is the range of the heron")
+    assert len(engine.calls) == calls and again.usage.lm_calls == 0 and again.answer == first.answer
+    assert again.trace[-1].step == "answer_cache"
+    kb.add_documents([("The Heron weighs 30 kg.", {"source": "weight.md"})])  # a new collection version
+    rt.answer("What is the range of the Heron?")
+    assert len(engine.calls) > calls
+    calls = len(engine.calls)
+    off = runtime(settings.model_copy(update={"cache": CacheSettings(answers=False)}))
+    off.answer("What is the range of the Heron?")
+    assert len(engine.calls) > calls

@@ -36,9 +36,6 @@ ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", help="CPU thread
 CollectionOpt = Annotated[Optional[str], typer.Option("--collection", help="Collection name (default: kb.collection).")]
 
 # The same options as default values, for commands not yet written with ``Annotated`` (compile, eval).
-ConfigOption = typer.Option(None, "--config", "-c", help=_CONFIG_HELP)
-ProfileOption = typer.Option(None, "--profile", help=_PROFILE_HELP)
-ModelOption = typer.Option(None, "--model", help=_MODEL_HELP)
 
 # Errors of lower layers that mean "the user's input is unusable", with their exit codes. Looked up in
 # sys.modules: an exception of a module that was never imported cannot have been raised.

@@ -14,21 +14,8 @@ import typer
 from rich.table import Table
 
 from selfrag import paths
-from selfrag.cli.common import console, fail, settings_from
+from selfrag.cli.common import ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, fail, settings_from
 from selfrag.errors import SelfRAGError
-
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c",
-                                                   help="TOML settings file (default: ./selfrag.toml if present).")]
-ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="LM profile: local | tiny | litellm.")]
-ModelOpt = Annotated[Optional[str], typer.Option("--model", help="LiteLLM model string, or a .gguf path for local/tiny.")]
-ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the in-process model.")]
-
-
-def artifacts_dir() -> Path:
-    """Where compiled artifacts go by default: ``artifacts/`` of the checkout, else of the working directory."""
-    root = paths.source_root()
-    return (root if root is not None else Path.cwd()) / "artifacts"
-
 
 def compile_cmd(
     optimizer: Annotated[str, typer.Option("--optimizer", "-o", help="bootstrap | random-search | mipro | gepa.")]
@@ -54,6 +41,16 @@ def compile_cmd(
     profile: ProfileOpt = None,
     model: ModelOpt = None,
     threads: ThreadsOpt = None,
+    calibrate: Annotated[bool, typer.Option(
+        "--calibrate", help="Fit the retrieve / relevance / answer thresholds on the program's soft scores "
+                            "(after the optimizer stages; with --judgement none, calibrate only).")] = False,
+    cal_retrieve: Annotated[int, typer.Option("--cal-retrieve", min=0, help="retrieve questions (0 = skip).")] = 60,
+    cal_relevance: Annotated[int, typer.Option("--cal-relevance", min=0, help="relevance questions (0 = skip).")] = 30,
+    cal_answer: Annotated[int, typer.Option("--cal-answer", min=0, help="qa_en questions, half unanswerable.")] = 24,
+    answer_objective: Annotated[str, typer.Option(
+        "--answer-objective", help="accuracy, or max-false-abstention=X (default 0.1).")] = "max-false-abstention=0.1",
+    start_from: Annotated[Optional[Path], typer.Option(
+        "--from", help="Start from this compiled artifact (its demos, instructions and thresholds).")] = None,
     parallel: Annotated[int, typer.Option(
         "--parallel", help="Examples scored in parallel (1 for an in-process model).")] = 1,
     config: ConfigOpt = None,
@@ -73,20 +70,25 @@ def compile_cmd(
         fail(f"--parallel must be >= 1, got {parallel}", 2)
     request = dict(optimizer=optimizer, judgements=judgement, e2e=e2e, train=train, dev=dev, e2e_train=e2e_train,
                    e2e_dev=e2e_dev, budget=budget, name=name)
+    objective = parse_objective(answer_objective)
+    if start_from is not None and not start_from.is_file():
+        fail(f"--from: compiled artifact not found: {start_from}", 2)
     try:
-        check_request(**request)  # before any model is loaded
+        check_request(**request, calibrate=calibrate)  # before any model is loaded
     except OptimizeError as exc:
         fail(str(exc), 2)
+    sizes = {"retrieve": cal_retrieve, "relevance": cal_relevance, "answer": cal_answer} if calibrate else None
     settings = settings_from(config, {"lm": {"profile": profile, "model": model, "threads": threads}})
 
     try:
         lms = wiring.build_lms(settings)
         with RichReporter(console) as reporter:
             result = compile_program(
-                settings, lms=lms, splits_dir=paths.splits_dir(), out_dir=out_dir or artifacts_dir(),
+                settings, lms=lms, splits_dir=paths.splits_dir(), out_dir=out_dir or paths.artifacts_dir(),
                 num_threads=parallel, reporter=reporter,
                 knowledge_base=lambda collection: wiring.build_knowledge_base(settings, collection=collection),
-                datasets_dir=paths.datasets_dir(), **request)
+                datasets_dir=paths.datasets_dir(), start_from=start_from, calibrate_sizes=sizes,
+                answer_objective=objective, **request)
     except (OptimizeError, ArtifactError) as exc:
         fail(str(exc), 2)
     except SelfRAGError as exc:
@@ -96,6 +98,22 @@ def compile_cmd(
 
     render(result.manifest)
     console.print(f"Wrote {result.artifact} and {result.manifest_path}")
+
+
+def parse_objective(text: str):
+    """``accuracy`` or ``max-false-abstention=X`` (0 ≤ X ≤ 1) → the calibrate stage's objective."""
+    text = text.strip().lower()
+    if text == "accuracy":
+        return "accuracy"
+    key, _, value = text.partition("=")
+    if key == "max-false-abstention":
+        try:
+            limit = float(value)
+        except ValueError:
+            limit = -1.0
+        if 0.0 <= limit <= 1.0:
+            return ("max_false_abstention", limit)
+    fail(f"--answer-objective must be 'accuracy' or 'max-false-abstention=X' with 0 <= X <= 1, got {text!r}", 2)
 
 
 def render(manifest: dict) -> None:

@@ -14,8 +14,7 @@ import typer
 from rich.table import Table
 
 from selfrag import paths
-from selfrag.cli.common import console, fail, settings_from
-from selfrag.cli.compile import ConfigOpt
+from selfrag.cli.common import ConfigOpt, console, fail, settings_from
 
 data_app = typer.Typer(no_args_is_help=True, help="The labelled data: build and verify the train/dev splits.")
 

@@ -13,8 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from selfrag import paths
-from selfrag.cli.common import console, fail, settings_from
-from selfrag.cli.compile import ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt
+from selfrag.cli.common import ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, fail, settings_from
 from selfrag.errors import SelfRAGError
 
 DEFAULT_PROGRAMS = "selfrag,vanilla-rag,no-retrieval,graded-rag"

@@ -169,6 +169,11 @@ class KnowledgeBase:
     def _invalidate(self) -> None:
         self._bm25_checked = False
 
+    def fingerprint(self) -> str:
+        """The collection's version: a hash of its chunk ids (content-derived), so any added, changed
+        or removed chunk changes it."""
+        return f"{self.name}:{ids_fingerprint(self.store.all_ids())}"
+
     def bm25_index(self) -> BM25Index:
         """The BM25 index matching the collection's current ids: from memory, from disk, or
         rebuilt from Chroma (and saved) when stale. A cheap count check catches writes made by

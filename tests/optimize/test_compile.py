@@ -359,3 +359,29 @@ def test_compile_one_judgement_with_the_local_model(tmp_path):
     assert m["scores"]["support"]["before"] is not None and m["scores"]["support"]["after"] is not None
     rag = load_state_into(SelfRAG(ListRetriever([])), result.artifact)
     assert len(rag.judge_support.demos) == 2
+
+
+def test_calibrate_only_starts_from_an_artifact_and_saves_thresholds(tmp_path):
+    """--judgement none --calibrate --from A: A's demos are kept, thresholds are fitted and saved."""
+    script = judge_script(generate_answer={"answer": "80 km", "citations": [1], "answerable": True})
+    lms, _ = fake_lms(script)
+    start = compile_program(Settings(), splits_dir=SPLITS, optimizer="bootstrap", judgements="support", train=6,
+                            dev=0, budget=1, name="start", out_dir=tmp_path, lms=lms)
+    start_demos = len(load_state_into(SelfRAG(ListRetriever([])), start.artifact).judge_support.demos)
+    lms, _ = fake_lms(script)
+    retriever = ListRetriever([passage("heron", "The Heron range is 80 km on the Eco setting model.")])
+    result = compile_program(Settings(), splits_dir=SPLITS, judgements="none", name="cal", out_dir=tmp_path, lms=lms,
+                             retriever=retriever, start_from=start.artifact,
+                             calibrate_sizes={"retrieve": 12, "relevance": 4, "answer": 4}, answer_objective="accuracy")
+    payload = read_artifact(result.artifact)
+    assert set(payload["thresholds"]) == {"retrieve", "relevance", "answer"}
+    assert payload["manifest"]["calibration"]["stages"].keys() == {"retrieve", "relevance", "answer"}
+    assert payload["manifest"]["started_from"] == str(start.artifact)
+    rag = load_state_into(SelfRAG(ListRetriever([])), result.artifact)
+    assert len(rag.judge_support.demos) == start_demos and rag.compiled_thresholds is not None
+
+
+def test_nothing_to_compile_mentions_calibrate(tmp_path):
+    lms, _ = fake_lms()
+    with pytest.raises(CompileError, match="--calibrate"):
+        compile_program(Settings(), splits_dir=SPLITS, judgements="none", out_dir=tmp_path, lms=lms)

@@ -1,0 +1,166 @@
+"""The calibrate stage of ``selfrag compile``: fit SelfRAG's three decision thresholds on labelled data.
+
+Each threshold is chosen on the soft scores the program's own judgements give (their label
+probabilities, read from token log-probabilities):
+
+1. **retrieve** (Self-RAG's δ) on the ``retrieve`` split: the judge's P(retrieve) on the questions no
+   cheap rule decides, for accuracy. Reported: accuracy with the default 0.5 and with δ (rules
+   included), the share of no-retrieval questions that really skip retrieval, ECE, a reliability PNG.
+2. **relevance** on the ``relevance`` split, grouped by question and graded the way the program grades
+   (batched or per passage): P(relevant) for accuracy; same report.
+3. **answer** on ``qa_en``: the program runs end to end with the answer threshold at 0 (it answers
+   whenever it has a candidate) and records the chosen candidate's confidence; an answer "should be
+   given" when the question is answerable and the answer's token F1 ≥ 0.5. The threshold is chosen
+   for an objective: accuracy, or accuracy subject to a false-abstention ceiling
+   (``("max_false_abstention", 0.1)``, the default). A coverage–accuracy PNG goes with it.
+
+The fitted :class:`~programs.thresholds.Thresholds` are set on the program (``compiled_thresholds``)
+and saved with it in the artifact; each stage's dev curve, accuracies and ECE go in the manifest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from optimize import metrics as M
+from optimize.calibration import ece, fit_threshold, plot_coverage_accuracy, reliability_diagram
+from optimize.calibration import coverage_accuracy_curve, evaluate_threshold
+from programs.thresholds import Thresholds
+from programs.types import Passage, Usage
+
+SplitLoader = Callable[[str, str], Sequence[Any]]
+DEFAULT_ANSWER_OBJECTIVE: tuple[str, float] = ("max_false_abstention", 0.1)
+CORRECT_F1 = 0.5
+
+
+def _fit(name: str, probs: list[float], labels: list[bool], objective: Any, out_dir: Path | None,
+         default: float) -> tuple[float, dict[str, Any]]:
+    """Fit one threshold (keeping ``default`` when the data cannot decide) and describe it."""
+    report: dict[str, Any] = {"n": len(probs), "positives": sum(labels), "default": default}
+    if len(probs) < 4 or len(set(labels)) < 2:
+        report["kept_default"] = "too few examples or only one class"
+        return default, report
+    fit = fit_threshold(probs, labels, objective)
+    before = evaluate_threshold(probs, labels, default)
+    report.update(threshold=fit.threshold, objective=fit.objective, ece=round(ece(probs, labels), 4),
+                  accuracy_default=round(before.accuracy, 4), accuracy_fitted=round(fit.point.accuracy, 4),
+                  curve=[pt.model_dump() for pt in fit.curve])
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        report["reliability_png"] = str(reliability_diagram(probs, labels, out_dir / f"reliability-{name}.png",
+                                                            title=f"{name}: P(positive) vs observed"))
+    return fit.threshold, report
+
+
+def calibrate_retrieve(program: Any, examples: Sequence[Any], out_dir: Path | None) -> tuple[float, dict, Usage]:
+    usage, probs, labels = Usage(), [], []
+    rule_right = rule_n = skipped_no = n_no = 0
+    rows = []
+    for ex in examples:
+        want = M.field_value(ex, "decision") != "no"
+        rule, p, tracer = program.retrieve_probability(str(M.field_value(ex, "question")))
+        usage = usage.add(tracer.usage)
+        if rule is not None:
+            rule_n += 1
+            rule_right += int((rule == "yes") == want)
+        elif p is not None:
+            probs.append(p)
+            labels.append(want)
+        rows.append((want, rule, p))
+    threshold, report = _fit("retrieve", probs, labels, "accuracy", out_dir, Thresholds().retrieve)
+
+    def accuracy(th: float) -> float:
+        right = 0
+        for want, rule, p in rows:
+            go = (rule == "yes") if rule is not None else (p is None or p >= th)
+            right += int(go == want)
+        return right / len(rows) if rows else 0.0
+
+    for want, rule, p in rows:
+        if not want:
+            n_no += 1
+            skipped_no += int(rule == "no" or (rule is None and p is not None and p < threshold))
+    report.update(rules_decided=rule_n, rules_accuracy=round(rule_right / rule_n, 4) if rule_n else None,
+                  accuracy_with_rules_default=round(accuracy(Thresholds().retrieve), 4),
+                  accuracy_with_rules_fitted=round(accuracy(threshold), 4),
+                  no_retrieval_skip_rate=round(skipped_no / n_no, 4) if n_no else None)
+    return threshold, report, usage
+
+
+def calibrate_relevance(program: Any, examples: Sequence[Any], max_questions: int | None,
+                        out_dir: Path | None) -> tuple[float, dict, Usage]:
+    groups: dict[str, list[Any]] = {}
+    for ex in examples:
+        groups.setdefault(str(M.field_value(ex, "question")), []).append(ex)
+    usage, probs, labels = Usage(), [], []
+    for question, items in list(groups.items())[:max_questions]:
+        passages = [Passage(id=str(M.field_value(ex, "id") or i), text=str(M.field_value(ex, "passage")))
+                    for i, ex in enumerate(items)]
+        scores, tracer = program.relevance_probabilities(question, passages)
+        usage = usage.add(tracer.usage)
+        for ex, p in zip(items, scores):
+            if p is not None:
+                probs.append(p)
+                labels.append(M.field_value(ex, "relevance") == "relevant")
+    threshold, report = _fit("relevance", probs, labels, "accuracy", out_dir, Thresholds().relevance)
+    return threshold, report, usage
+
+
+def calibrate_answer(program: Any, examples: Sequence[Any], objective: Any,
+                     out_dir: Path | None) -> tuple[float, dict, Usage]:
+    """Run the program end to end at answer threshold 0; fit the threshold on the chosen candidates."""
+    saved = program.config
+    program.config = saved.model_copy(update={"answer_threshold": 0.0})
+    usage, probs, labels, answered = Usage(), [], [], 0
+    try:
+        for ex in examples:
+            result = program(question=str(M.field_value(ex, "question"))).result
+            usage = usage.add(result.usage)
+            if result.confidence is None or result.abstained:
+                continue  # abstained before any candidate (nothing relevant...): no threshold decides it
+            answered += 1
+            good = bool(M.field_value(ex, "answerable", True)) and \
+                max((M.token_f1(result.answer, g) for g in M.gold_answers(ex)), default=0.0) >= CORRECT_F1
+            probs.append(result.confidence)
+            labels.append(good)
+    finally:
+        program.config = saved
+    threshold, report = _fit("answer", probs, labels, objective, out_dir, Thresholds().answer)
+    report["questions"], report["reached_a_candidate"] = len(examples), answered
+    if out_dir is not None and probs:
+        curve = coverage_accuracy_curve(probs, labels)
+        report["coverage_png"] = str(plot_coverage_accuracy({"selfrag": curve}, out_dir / "coverage-answer.png"))
+    return threshold, report, usage
+
+
+def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrieve: int | None = 60,
+              relevance: int | None = 30, answer: int | None = 24, answer_objective: Any = DEFAULT_ANSWER_OBJECTIVE,
+              out_dir: Path | None = None, answer_examples: Sequence[Any] | None = None,
+              reporter: Any = None) -> dict[str, Any]:
+    """Fit the three thresholds in order (relevance before answer: the answer stage runs with the fitted
+    relevance threshold) and set them on ``program.compiled_thresholds``. Returns the manifest section.
+    A size of 0 skips that stage (its threshold stays at the default). ``answer_examples`` overrides
+    the ``qa_en`` examples (already balanced / limited by the caller)."""
+    out_dir = Path(out_dir) if out_dir is not None else None
+    fitted, sections, total = Thresholds(), {}, Usage()
+    steps = [("retrieve", retrieve), ("relevance", relevance), ("answer", answer)]
+    for name, size in steps:
+        if size == 0:
+            continue
+        if reporter is not None:
+            reporter.stage(f"calibrate {name}")
+        if name == "retrieve":
+            th, rep, usage = calibrate_retrieve(program, list(loader("retrieve", split))[:size], out_dir)
+        elif name == "relevance":
+            th, rep, usage = calibrate_relevance(program, list(loader("relevance", split)), size, out_dir)
+        else:
+            exs = list(answer_examples) if answer_examples is not None else list(loader("qa_en", split))[:size]
+            th, rep, usage = calibrate_answer(program, exs, answer_objective, out_dir)
+        fitted = fitted.model_copy(update={name: th})
+        program.compiled_thresholds = fitted
+        rep["cost"] = usage.model_dump()
+        sections[name] = rep
+        total = total.add(usage)
+    return {"split": split, "thresholds": fitted.model_dump(), "stages": sections, "cost": total.model_dump()}

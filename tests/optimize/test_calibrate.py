@@ -1,0 +1,65 @@
+"""The calibrate stage: thresholds fitted on the program's own soft scores, set on the program, reported."""
+
+import dspy
+
+from optimize.calibrate import calibrate
+from programs.selfrag import SelfRAG
+from programs.settings import ProgramSettings
+from programs.thresholds import Thresholds
+from tests.fakes import ListRetriever, passage, scripted_lm
+
+KB = [passage("p1", "The Zephyr bridge opened in 1931."), passage("p2", "Trout season runs from April.")]
+
+
+def ex(**kw):
+    return dspy.Example(**kw)
+
+
+SPLITS = {
+    ("retrieve", "train"): [ex(question=f"Who founded company {i}?", decision="yes") for i in range(6)]
+    + [ex(question=f"Tell me a joke about cats number {i}", decision="no") for i in range(6)],
+    ("relevance", "train"): [ex(id=f"r{i}{j}", question=f"question {i}", passage=f"{'good' if j == 0 else 'bad'} {i}",
+                                relevance="relevant" if j == 0 else "irrelevant") for i in range(4) for j in range(2)],
+    ("qa_en", "train"): [ex(question="When did the Zephyr bridge open?", answers=["1931"], answerable=True)] * 3
+    + [ex(question="When did the Zephyr bridge close?", answers=[], answerable=False)] * 3,
+}
+
+
+def test_calibrate_fits_each_threshold_and_reports(tmp_path):
+    script = {
+        "retrieve_decision": lambda inp: {"decision": "no"},
+        "grade_relevance": lambda inp: {"relevance": "relevant"},
+        "generate_answer": lambda inp: {"answer": "1931", "citations": [1], "answerable": True},
+        "judge_support": {"support": "fully"},
+    }
+    probs = {
+        # the judge leans the right way, with a margin the default 0.5 misses: P(yes) 0.45 vs 0.2
+        "retrieve_decision": lambda inp: {"decision": {"yes": 0.45, "no": 0.55, "continue": 0.0}}
+        if "founded" in inp["question"] or "Zephyr" in inp["question"]
+        else {"decision": {"yes": 0.2, "no": 0.8, "continue": 0.0}},
+        "grade_relevance_batch": lambda inp: {"relevance": {"relevant": 0.4, "irrelevant": 0.6}},
+        "judge_support": lambda inp: {"support": {"fully": 0.9, "partially": 0.05, "no": 0.05}}
+        if "open" in inp["question"] else {"support": {"fully": 0.3, "partially": 0.1, "no": 0.6}},
+    }
+    lm, engine = scripted_lm(script, probs=probs)
+    program = SelfRAG(ListRetriever(KB), config=ProgramSettings(max_rewrites=0, max_regenerations=0,
+                                                                 relevance_threshold=0.1, retrieve_rules=False),
+                      generator_lm=lm, adapter=dspy.JSONAdapter())
+    report = calibrate(program, loader=lambda task, split: SPLITS[(task, split)], out_dir=tmp_path,
+                       answer_objective="accuracy")
+    th = report["thresholds"]
+    assert 0.2 < th["retrieve"] <= 0.45  # separates 0.45 (yes) from 0.2 (no)
+    assert report["stages"]["retrieve"]["accuracy_with_rules_fitted"] == 1.0
+    assert report["stages"]["retrieve"]["accuracy_with_rules_default"] == 0.5
+    # confidence = P(relevant) 0.4 × E[support]: 0.37 when supported, 0.14 when not
+    assert 0.14 < th["answer"] <= 0.37
+    assert program.compiled_thresholds == Thresholds(**th)
+    assert (tmp_path / "reliability-retrieve.png").is_file() and (tmp_path / "coverage-answer.png").is_file()
+    assert report["cost"]["lm_calls"] == len(engine.calls)
+
+
+def test_a_stage_of_size_zero_keeps_its_default(tmp_path):
+    lm, _ = scripted_lm({})
+    program = SelfRAG(ListRetriever(KB), generator_lm=lm, adapter=dspy.JSONAdapter())
+    report = calibrate(program, loader=lambda t, s: [], retrieve=0, relevance=0, answer=0)
+    assert report["thresholds"] == Thresholds().model_dump() and report["stages"] == {}
