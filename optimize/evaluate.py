@@ -22,7 +22,8 @@ import dspy
 from optimize import sources
 from optimize.errors import DataError
 from optimize.eval_examples import balanced, corpus_name, ensure_corpus, example_id, load_examples
-from optimize.eval_reports import write_reports
+from optimize.eval_calibration import calibration_markdown, calibration_summary, write_coverage_plot
+from optimize.eval_reports import SUMMARY_MD, write_reports
 from optimize.eval_runs import SemanticF1Judge, run_eval
 from optimize.eval_summary import summarize
 from optimize.progress import Reporter
@@ -119,5 +120,9 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
             "collection": kb.name, "corpus_added": added, "started": config["started"],
             "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
     summary = summarize(rows, labels, meta)
+    summary["calibration"] = calibration_summary(rows, labels)
     write_reports(out_dir, summary)
+    write_coverage_plot(summary["calibration"], out_dir)
+    with open(Path(out_dir) / SUMMARY_MD, "a", encoding="utf-8") as fh:
+        fh.write(calibration_markdown(summary["calibration"]))
     return out_dir, summary
