@@ -232,7 +232,7 @@ class RAGModule(dspy.Module):
         """One cited answer from ``passages`` (``self.generate_answer``); None when the call failed or
         the draft says the passages do not answer (recorded as ``candidate_dropped``)."""
         pred, _ = self._generator(tracer, "generate_answer", self.generate_answer, "answer", config=config,
-                                  question=question, passages=self._evidence(passages))
+                                  question=question, passages=self._evidence(passages, question))
         if pred is None:
             return None
         if pred.answerable is False or not str(pred.answer or "").strip():

@@ -90,11 +90,10 @@ class SelfRAG(RAGModule):
         return route
 
     def _relevant(self, tracer: Tracer, question: str, passages: list[Passage]) -> list[tuple[Passage, float]]:
-        """The passages whose P(relevant) reaches the threshold, most probable first (ties: rank)."""
+        """The passages whose P(relevant) reaches the threshold, with it, in retrieval order."""
         scores = self._relevance_scores(tracer, question, passages)
         th = self.thresholds.relevance
-        kept = [(p, s) for p, s in zip(passages, scores) if s is not None and s >= th]
-        return sorted(kept, key=lambda ps: -ps[1])
+        return [(p, s) for p, s in zip(passages, scores) if s is not None and s >= th]
 
     def _judge_usefulness(self, tracer: Tracer, question: str, cand: Candidate) -> Candidate:
         use, step = self._critic(tracer, "judge_usefulness", self.judge_usefulness, "usefulness",
@@ -112,10 +111,12 @@ class SelfRAG(RAGModule):
         passage (extra candidates only while the token budget allows)."""
         cfg = self.config
         if joint or cfg.max_candidates == 1:
-            top = relevant[: cfg.draft_passages]
-            groups = [top]
+            # The most probable passages, shown in retrieval order: the draft and its support judgement
+            # then start with the same evidence as the grading call (a prefix llama.cpp reuses).
+            best = set(id(ps) for ps in sorted(relevant, key=lambda ps: -ps[1])[: cfg.draft_passages])
+            groups = [[ps for ps in relevant if id(ps) in best]]
         else:
-            groups = [[pr] for pr in relevant[: cfg.max_candidates]]
+            groups = [[ps] for ps in sorted(relevant, key=lambda ps: -ps[1])[: cfg.max_candidates]]
             if len(groups) > 1 and not budget.allows("extra_candidates", STEP_ESTIMATES["extra_candidates"]
                                                      * (len(groups) - 1)):
                 groups = groups[:1]

@@ -26,7 +26,7 @@ class ProgramSettings(BaseModel):
     max_candidates: int = Field(1, ge=1, le=20)
     draft_passages: int = Field(3, ge=1, le=20)  # relevant passages one joint draft reads
     grading: Literal["batched", "per_passage"] = "batched"  # one call grades all passages, or one call each
-    grade_chars: int = Field(500, ge=100)  # the window of each passage the relevance judge reads
+    grade_chars: int = Field(450, ge=100)  # the window of each passage (around the query terms) the relevance judge reads
     retrieve_rules: bool = True  # cheap rules decide obvious retrieve/no-retrieve questions before the judge
     # Decision thresholds on the soft scores (None = the compiled artifact's, else programs.thresholds defaults).
     retrieve_threshold: float | None = Field(None, ge=0.0, le=1.0)
@@ -41,7 +41,7 @@ class ProgramSettings(BaseModel):
     w_sup: float = 1.0
     w_use: float = 0.5
     num_threads: int = Field(1, ge=1, le=32)  # parallel LM calls (1 for an in-process model)
-    passage_chars: int = Field(1200, ge=100)
+    passage_chars: int = Field(450, ge=100)  # the window of each passage a draft and its judges read
     # CorrectiveRAG (CRAG): the evaluator scores each passage 0-10; some score >= crag_upper means
     # "correct", every score < crag_lower means "incorrect", anything else "ambiguous".
     crag_upper: int = Field(7, ge=0, le=10)

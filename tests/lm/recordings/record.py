@@ -10,16 +10,14 @@ as DSPy hands them over) and the usage.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import dspy  # noqa: E402
+import dspy
 
-from selfrag.lm.llamacpp_engine import LlamaCppEngine  # noqa: E402
-from selfrag.lm.model_files import gguf_path  # noqa: E402
-from signatures import EvaluateRetrieval, GradeRelevance, JudgeUsefulness  # noqa: E402
+from selfrag.lm.llamacpp_engine import LlamaCppEngine
+from selfrag.lm.model_files import gguf_path
+from signatures import EvaluateRetrieval, GradeRelevance, JudgeUsefulness
 
 HERE = Path(__file__).parent
 TOP_LOGPROBS = 5
@@ -53,6 +51,9 @@ def dumps(record: dict) -> str:
 
 
 def main() -> None:
+    from selfrag.paths import offline_environment
+
+    offline_environment()
     path = gguf_path("tiny", None)
     engine = LlamaCppEngine(path, n_ctx=1024, n_threads=1, max_tokens=MAX_TOKENS)
     lm = dspy.LM(
