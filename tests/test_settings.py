@@ -35,10 +35,11 @@ def test_every_section_is_read_from_the_file(workdir, tmp_path):
     """No section is dropped on the way (a new section needs no second list to be resolved)."""
     (workdir / "selfrag.toml").write_text(
         f'program_path = "{tmp_path / "a.json"}"\n[kb]\ncollection = "c1"\n[retrieval]\nmode = "bm25"\n'
-        '[lm]\nprofile = "tiny"\n[program]\nmax_web_rounds = 0\n[web]\nretries = 0\n'
+        '[lm]\nprofile = "tiny"\n[program]\nmax_web_rounds = 0\n[web]\nretries = 0\n[cache]\nanswers = false\n'
     )
     s = resolve({"lm": {"threads": 1}})
-    assert set(Settings.model_fields) == {"kb", "retrieval", "lm", "program", "web", "program_path"}
+    assert set(Settings.model_fields) == {"kb", "retrieval", "lm", "program", "web", "cache", "program_path"}
+    assert s.cache.answers is False
     assert (s.kb.collection, s.retrieval.mode, s.lm.profile, s.program.max_web_rounds, s.web.retries) == (
         "c1", "bm25", "tiny", 0, 0)
     assert s.program_path == tmp_path / "a.json" and s.lm.threads == 1
