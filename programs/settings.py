@@ -6,6 +6,8 @@ embeds it as its ``[program]`` section and passes the resolved object to the pro
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from programs.registry import PROGRAM_NAMES
