@@ -30,6 +30,8 @@ def _register() -> None:
     model.register(app)
     compile_cli.register(app)
     eval_cli.register(app)
+    from selfrag.cli import serve as serve_cli
+    serve_cli.register(app)
 
 
 _register()
