@@ -111,6 +111,9 @@ class CollectionRetriever:
     def __init__(self, collections: Collections):
         self.collections = collections
 
+    def __deepcopy__(self, memo):  # a handle on shared stores, not program state: copies share it
+        return self
+
     def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]:
         name = _current.get() or self.collections.default
         kb = self.collections.get(name)

@@ -85,7 +85,7 @@ def test_disconnecting_cancels_the_program_at_its_next_step(live):
     assert service.app.state.service.runner.gate.depth == 0
     roles = service.engine.roles()
     assert roles[-1] == "generate_answer" and "judge_support" not in roles  # stopped at the next step
-    metrics = httpx.get(server.url + "/metrics").text
+    metrics = httpx.get(server.url + "/metrics", timeout=30).text
     assert 'selfrag_questions_total{outcome="cancelled"} 1.0' in metrics
 
 
@@ -109,7 +109,7 @@ def test_a_full_queue_answers_503_with_retry_after_and_never_hangs(live):
     start = time.perf_counter()
     full = httpx.post(server.url + "/v1/ask", json={"question": QUESTION}, timeout=30)
     stream_full = httpx.post(server.url + "/v1/ask/stream", json={"question": QUESTION}, timeout=30)
-    assert time.perf_counter() - start < 2  # refused at once
+    assert time.perf_counter() - start < 5  # refused at once, not queued
     for r in (full, stream_full):
         assert r.status_code == 503 and r.headers["retry-after"] == "7"
         assert r.json()["error"]["code"] == "queue_full"
