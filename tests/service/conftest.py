@@ -45,6 +45,20 @@ GOOD = {
 QUESTION = "When did the Zephyr bridge open?"
 
 
+class Gate:
+    """A scripted reply that blocks its LM call until released (and tells when it was reached)."""
+
+    def __init__(self, reply):
+        self.reply = reply
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, inputs):
+        self.reached.set()
+        assert self.release.wait(20), "the test never released the scripted LM"
+        return self.reply
+
+
 @dataclass
 class Service:
     app: Any

@@ -9,21 +9,7 @@ import time
 import httpx
 
 from selfrag.service.settings import ServiceSettings
-from tests.service.conftest import GOOD, QUESTION, parse_sse
-
-
-class Gate:
-    """A scripted reply that blocks its LM call until released (and tells when it was reached)."""
-
-    def __init__(self, reply):
-        self.reply = reply
-        self.reached = threading.Event()
-        self.release = threading.Event()
-
-    def __call__(self, inputs):
-        self.reached.set()
-        assert self.release.wait(20), "the test never released the scripted LM"
-        return self.reply
+from tests.service.conftest import GOOD, QUESTION, Gate, parse_sse
 
 
 def test_stream_sends_steps_before_the_result_and_they_match_the_trace(service):
