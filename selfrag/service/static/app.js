@@ -67,7 +67,7 @@ async function loadCollections() {
     const names = body.collections.map((c) => c.name);
     if (!names.includes(body.default)) body.collections.unshift({ name: body.default, chunks: 0 });
     for (const c of body.collections) {
-      select.append(el("option", { value: c.name, selected: c.name === current }, c.name + " (" + c.chunks + " chunks)"));
+      select.append(el("option", { value: c.name, selected: c.name === current }, c.name + " (" + c.chunks + (c.chunks === 1 ? " chunk)" : " chunks)")));
     }
   } catch (e) {
     showError(e.message);
@@ -202,7 +202,7 @@ function renderResult(result, collection) {
       "[" + (i + 1) + "] " + (c.title || c.source || c.id));
     citations.append(el("li", {}, link, el("span", { class: "snippet" }, c.snippet)));
   });
-  if (!result.citations.length) citations.append(el("li", { class: "muted" }, "none"));
+  if (!result.citations.length) citations.append(el("li", { class: "muted empty" }, "none"));
   const u = result.usage;
   $("usage").textContent = u.lm_calls + " LM calls · " + u.prompt_tokens + " prompt + " + u.completion_tokens +
     " completion tokens · " + result.seconds.toFixed(1) + " s";
