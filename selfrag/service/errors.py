@@ -34,6 +34,7 @@ CODES: dict[str, int] = {
     "queue_full": 503,
     "not_ready": 503,
     "timeout": 504,
+    "client_closed": 499,  # nginx's convention; nobody reads it but the logs and the metrics
     "internal": 500,
 }
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -27,6 +28,7 @@ from selfrag.service.metrics import Metrics
 log = logging.getLogger(__name__)
 
 Event = tuple[str, dict[str, Any]]  # (event name, JSON payload)
+_POLL_SECONDS = 0.5  # how often a waiting /v1/ask checks that its client is still there
 
 
 class StepRelay:
@@ -114,13 +116,26 @@ class QuestionRunner:
             raise ServiceError("queue_full", "the model is busy and the queue is full; retry later",
                                headers={"Retry-After": str(self.retry_after)}) from None
 
-    async def ask(self, question: str, collection: str | None) -> RAGResult:
+    async def ask(self, question: str, collection: str | None,
+                  disconnected: Callable[[], Awaitable[bool]] | None = None) -> RAGResult:
+        """The result of the question; ``timeout`` past the time limit. ``disconnected`` (the request's
+        ``is_disconnected``) is polled while waiting: a client that went away cancels the question."""
         job = await self.start(question, collection)
+        future = asyncio.wrap_future(job.future)
+        deadline = time.monotonic() + self.timeout
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(job.future), self.timeout)
-        except (asyncio.TimeoutError, Cancelled):  # Cancelled: the timeout's cancel won the race
-            job.cancel()
-            raise ServiceError("timeout", f"the question took longer than {self.timeout:g} s") from None
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ServiceError("timeout", f"the question took longer than {self.timeout:g} s")
+                done, _ = await asyncio.wait({future}, timeout=min(remaining, _POLL_SECONDS))
+                if done:
+                    try:
+                        return future.result()
+                    except Cancelled:  # cancelled by the deadline an instant before it finished
+                        raise ServiceError("timeout", f"the question took longer than {self.timeout:g} s") from None
+                if disconnected is not None and await disconnected():
+                    raise ServiceError("client_closed", "the client closed the connection")
         finally:
             if not job.future.done():
-                job.cancel()  # the client went away (the request task was cancelled)
+                job.cancel()  # timeout or a client that went away: stop the program at its next step

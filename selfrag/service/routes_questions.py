@@ -38,7 +38,7 @@ async def ask(body: AskRequest, request: Request) -> RAGResult:
     """Answer a question: the same result as ``selfrag ask --json``."""
     state = _state(request)
     question = _question(body.question, state.settings.max_question_chars)
-    return await state.runner.ask(question, body.collection)
+    return await state.runner.ask(question, body.collection, request.is_disconnected)
 
 
 @router.post("/ask/stream")
@@ -94,7 +94,7 @@ async def chat_completions(body: ChatRequest, request: Request):
     citations, trace and the reflection verdicts are in the extra field ``selfrag``."""
     state = _state(request)
     question = _last_user_message(body, state.settings.max_question_chars)
-    result = await state.runner.ask(question, body.collection)
+    result = await state.runner.ask(question, body.collection, request.is_disconnected)
     completion = _completion(result, body.model or state.runtime.model_id)
     if body.stream:
         return StreamingResponse(_chunks(completion), media_type="text/event-stream", headers=_SSE_HEADERS)

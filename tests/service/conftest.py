@@ -78,7 +78,7 @@ def build_service(tmp_path, script: dict | None = None, settings: ServiceSetting
     collections = Collections(kb, RetrievalSettings(mode="hybrid", k=3), embedder=HashEmbedder(64))
     if docs:
         collections.get(create=True).add_documents(docs)
-    lm, engine = scripted_lm(script or GOOD)
+    lm, engine = scripted_lm(dict(script or GOOD))  # a copy: tests may change their own script
     program = SelfRAG(collections.retriever(), config=ProgramSettings(**({"k": 2} | (program_cfg or {}))),
                       generator_lm=lm, adapter=dspy.JSONAdapter())
     runtime = ServiceRuntime(program=program, collections=collections)

@@ -122,3 +122,22 @@ def test_a_question_over_the_time_limit_is_504_and_stops(make_service):
     events = parse_sse(service.client.post("/v1/ask/stream", json={"question": QUESTION}).text)
     assert events[-1] == ("error", {"error": {"code": "timeout", "message": "the question took longer than 0.5 s"}})
     gate2.release.set()
+
+
+def test_a_client_leaving_a_plain_ask_cancels_it_too(live):
+    gate = Gate(GOOD["generate_answer"])
+    service, server = live(script=dict(GOOD, generate_answer=gate))
+    try:
+        httpx.post(server.url + "/v1/ask", json={"question": QUESTION}, timeout=httpx.Timeout(30, read=1.0))
+    except httpx.ReadTimeout:
+        pass  # the client gives up and closes its connection while the program waits for its LM
+    assert gate.reached.is_set()
+    time.sleep(1.0)  # the handler polls for the disconnect every 0.5 s
+    gate.release.set()
+    deadline = time.time() + 10
+    while service.app.state.service.runner.gate.depth and time.time() < deadline:
+        time.sleep(0.05)
+    assert service.app.state.service.runner.gate.depth == 0
+    assert "judge_support" not in service.engine.roles()
+    metrics = httpx.get(server.url + "/metrics", timeout=30).text
+    assert 'selfrag_errors_total{code="client_closed"} 1.0' in metrics
