@@ -13,10 +13,7 @@ Retry-After, capped at 1 s, and tries again), errors (anything else: must be 0) 
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -27,7 +24,8 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-REPO = Path(__file__).resolve().parents[1]
+from selfrag.service.process import ServeProcess
+
 QUESTIONS = [
     "What is the range of the Heron cargo bike?",
     "How long is the warranty on the frame?",
@@ -49,12 +47,6 @@ max_rewrites = 0
 max_regenerations = 0
 max_web_rounds = 0
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mib(pid: int) -> tuple[float, float]:
@@ -156,52 +148,33 @@ def main() -> None:
         config = Path(tmp) / "selfrag.toml"
         config.write_text(CONFIG.format(kb=Path(tmp) / "kb", profile=args.profile, threads=args.threads,
                                         retrieve=args.retrieve, k=args.k))
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SELFRAG_")}
-        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-        log = open(Path(tmp) / "serve.log", "w")
+        args_serve = ["--config", str(config), "--max-queue", str(args.max_queue), "--timeout", str(args.timeout)]
         t0 = time.perf_counter()
-        server = subprocess.Popen([sys.executable, "-m", "selfrag.cli.app", "serve", "--port", str(port),
-                                   "--config", str(config), "--max-queue", str(args.max_queue),
-                                   "--timeout", str(args.timeout)],
-                                  cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            while True:
-                if server.poll() is not None:
-                    sys.exit(f"selfrag serve exited:\n{(Path(tmp) / 'serve.log').read_text()[-3000:]}")
-                try:
-                    if httpx.get(url + "/readyz", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.perf_counter() - t0 > 600:
-                    sys.exit("selfrag serve was not ready within 600 s")
-                time.sleep(0.5)
+            server = ServeProcess(args_serve, cwd=Path(tmp), ready_timeout=600).__enter__()
+        except RuntimeError as exc:
+            sys.exit(str(exc))
+        try:
             startup = time.perf_counter() - t0
             rss_before, _ = rss_mib(server.pid)
             start = time.monotonic()
             deadline = start + args.seconds
-            clients = [Client(n, url, args.endpoint, deadline, args.timeout + 60) for n in range(args.clients)]
+            clients = [Client(n, server.url, args.endpoint, deadline, args.timeout + 60) for n in range(args.clients)]
             for c in clients:
                 c.start()
             for c in clients:
                 c.join(args.seconds + args.timeout + 120)
             wall = time.monotonic() - start
             rss_after, rss_peak = rss_mib(server.pid)
-            scraped = httpx.get(url + "/metrics", timeout=10).text
+            scraped = httpx.get(server.url + "/metrics", timeout=10).text
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
-            log.close()
+            server.__exit__()
 
     latencies = [x for c in clients for x in c.latencies]
     errors = [e for c in clients for e in c.errors]
     served = len(latencies)
-    table = Table(title=f"selfrag serve under load ({args.profile}, /v1/{'ask/stream' if args.endpoint == 'stream' else 'ask'}, "
+    route = "/v1/ask/stream" if args.endpoint == "stream" else "/v1/ask"
+    table = Table(title=f"selfrag serve under load ({args.profile}, {route}, "
                         f"{args.clients} clients, {args.seconds:g} s, max queue {args.max_queue}, "
                         f"retrieve={args.retrieve}, k={args.k})", show_header=False)
     rows = [

@@ -21,7 +21,8 @@ logger = logging.getLogger(__name__)
 _BRIEF = 120
 
 StepListener = Callable[[TraceStep], None]
-_listeners: contextvars.ContextVar[tuple[StepListener, ...]] = contextvars.ContextVar("selfrag_step_listeners", default=())
+_listeners: contextvars.ContextVar[tuple[StepListener, ...]] = contextvars.ContextVar(
+    "selfrag_step_listeners", default=())
 
 
 class Cancelled(BaseException):

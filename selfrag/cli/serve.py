@@ -41,7 +41,8 @@ def serve(
     flags = {"host": host, "port": port, "max_queue": max_queue, "request_timeout": timeout}
     base = getattr(settings, "service", None) or ServiceSettings()  # [service] once Settings embeds it
     try:
-        service = ServiceSettings.model_validate({**base.model_dump(), **{k: v for k, v in flags.items() if v is not None}})
+        given = {k: v for k, v in flags.items() if v is not None}
+        service = ServiceSettings.model_validate({**base.model_dump(), **given})
     except ValidationError as exc:
         fail("invalid service settings: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
                                                       for e in exc.errors()), 2)

@@ -72,6 +72,7 @@ class MetricsMiddleware:
             await self.app(scope, receive, counting_send)
         finally:
             route = scope.get("route")
-            label = getattr(route, "path", None) or ("static" if scope["path"].startswith("/static/") else "unmatched")
+            label = getattr(route, "path", None) or (
+                "static" if scope["path"].startswith("/static/") else "unmatched")
             self.metrics.requests.labels(method=scope["method"], route=label, status=str(status["code"])).inc()
             self.metrics.latency.labels(route=label).observe(time.perf_counter() - start)

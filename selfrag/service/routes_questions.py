@@ -47,7 +47,7 @@ async def ask_stream(body: AskRequest, request: Request) -> StreamingResponse:
     records it, then ``result`` (or ``error``). Disconnecting cancels the question at its next step."""
     state = _state(request)
     question = _question(body.question, state.settings.max_question_chars)
-    events, _job = await open_stream(state.runner, question, body.collection)
+    events = await open_stream(state.runner, question, body.collection)
     return StreamingResponse(events, media_type="text/event-stream", headers=_SSE_HEADERS)
 
 

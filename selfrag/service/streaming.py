@@ -29,9 +29,9 @@ def sse(event: str | None, data: dict[str, Any]) -> str:
     return f"{head}data: {json.dumps(data, ensure_ascii=False, separators=(',', ':'))}\n\n"
 
 
-async def open_stream(runner: QuestionRunner, question: str, collection: str | None) -> tuple[AsyncIterator[str], Any]:
+async def open_stream(runner: QuestionRunner, question: str, collection: str | None) -> AsyncIterator[str]:
     """Admit the question (raising ``queue_full`` / ``collection_not_found`` before any byte is sent)
-    and return the event stream and its job."""
+    and return its event stream."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Event] = asyncio.Queue()
 
@@ -39,7 +39,7 @@ async def open_stream(runner: QuestionRunner, question: str, collection: str | N
         loop.call_soon_threadsafe(queue.put_nowait, event)
 
     job = await runner.start(question, collection, emit)
-    return _events(runner, job, queue), job
+    return _events(runner, job, queue)
 
 
 async def _events(runner: QuestionRunner, job, queue: asyncio.Queue) -> AsyncIterator[str]:

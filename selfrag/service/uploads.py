@@ -20,7 +20,7 @@ from selfrag.kb.loaders import Skipped, load_paths
 from selfrag.service.errors import ServiceError
 
 UPLOAD_PREFIX = "upload:"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
+_UNSAFE = re.compile(r"[^\w. -]+")  # letters and digits of any script, . _ - and space
 
 
 def safe_filename(name: str | None) -> str:
@@ -40,7 +40,8 @@ def check_upload(filename: str, size: int, suffixes: tuple[str, ...], max_bytes:
     suffix = Path(filename).suffix.lower()
     if suffix not in suffixes:
         raise ServiceError("unsupported_file_type",
-                           f"{filename}: unsupported file type {suffix or '(none)'!r}; accepted: {', '.join(suffixes)}")
+                           f"{filename}: unsupported file type {suffix or '(none)'!r}; "
+                           f"accepted: {', '.join(suffixes)}")
     if size > max_bytes:
         raise ServiceError("upload_too_large", f"{filename}: {size} bytes is over the limit of {max_bytes} bytes")
 

@@ -8,20 +8,8 @@ import pytest
 from programs.selfrag import SelfRAG
 from programs.settings import ProgramSettings
 from programs.tracing import Cancelled, Tracer, step_listener
-from tests.fakes import ListRetriever, passage, scripted_lm
-
-KB = [
-    passage("p1", "The Zephyr bridge opened in 1931 and spans the river Oda."),
-    passage("p2", "Oda river trout season runs from April to June."),
-]
-
-GOOD = {
-    "retrieve_decision": {"decision": "yes"},
-    "grade_relevance": lambda inp: {"relevance": "relevant" if "Zephyr" in inp["passage"] else "irrelevant"},
-    "generate_answer": {"answer": "It opened in 1931.", "citations": [1], "answerable": True},
-    "judge_support": {"support": "fully"},
-    "judge_usefulness": {"usefulness": 5},
-}
+from tests.fakes import ListRetriever, scripted_lm
+from tests.programs.test_selfrag import GOOD, KB
 
 
 def program(script, **cfg):

@@ -3,7 +3,6 @@ base in a temp Chroma directory; plus a real uvicorn server on 127.0.0.1 for liv
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -17,30 +16,22 @@ from programs.selfrag import SelfRAG
 from programs.settings import ProgramSettings
 from selfrag.kb.embedder import HashEmbedder
 from selfrag.service.app import create_app
+from selfrag.service.process import free_port
 from selfrag.service.knowledge import Collections
 from selfrag.service.runtime import ServiceRuntime
 from selfrag.service.settings import ServiceSettings
 from selfrag.settings import KBSettings, RetrievalSettings
 from tests.fakes import ScriptedEngine, scripted_lm
+from tests.programs.test_selfrag import GOOD  # the happy-path script: grades the Zephyr passage relevant
 
 DOCS = [
-    ("The Zephyr bridge opened in 1931 and spans the river Oda.", {"source": "bridges.md", "title": "Bridges", "doc_id": "bridge"}),
-    ("Oda river trout season runs from April to June.", {"source": "fishing.md", "title": "Fishing", "doc_id": "trout"}),
-    ("Glass recycling in Norwich is collected every second Tuesday.", {"source": "waste.md", "title": "Waste", "doc_id": "glass"}),
+    ("The Zephyr bridge opened in 1931 and spans the river Oda.",
+     {"source": "bridges.md", "title": "Bridges", "doc_id": "bridge"}),
+    ("Oda river trout season runs from April to June.",
+     {"source": "fishing.md", "title": "Fishing", "doc_id": "trout"}),
+    ("Glass recycling in Norwich is collected every second Tuesday.",
+     {"source": "waste.md", "title": "Waste", "doc_id": "glass"}),
 ]
-
-
-def relevant_if(word: str):
-    return lambda inp: {"relevance": "relevant" if word in inp["passage"] else "irrelevant"}
-
-
-GOOD = {
-    "retrieve_decision": {"decision": "yes"},
-    "grade_relevance": relevant_if("Zephyr"),
-    "generate_answer": {"answer": "It opened in 1931.", "citations": [1], "answerable": True},
-    "judge_support": {"support": "fully"},
-    "judge_usefulness": {"usefulness": 5},
-}
 
 QUESTION = "When did the Zephyr bridge open?"
 
@@ -122,12 +113,6 @@ def parse_sse(text: str) -> list[tuple[str, Any]]:
         if data is not None:
             events.append((name, data if data == "[DONE]" else json.loads(data)))
     return events
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LiveServer:

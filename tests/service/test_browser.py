@@ -17,20 +17,18 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.service.conftest import GOOD, Gate, free_port
+from selfrag.service.process import ServeProcess
+from tests.service.conftest import GOOD, Gate
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-REPO = Path(__file__).resolve().parents[2]
 
 OSPREY = ("The Osprey folding bike weighs 11 kg and folds in 10 seconds. "
           "Its frame is <b>not bold</b> aluminium.\n")
@@ -100,8 +98,10 @@ def test_the_page_streams_cites_opens_passages_stops_and_uploads(live, page, tmp
             return {"answer": "It weighs 11 kg.", "citations": [1], "answerable": True}
         return gate(inputs)
 
-    grade = lambda inp: {"relevance": "relevant" if any(w in inp["passage"] for w in ("Zephyr", "Osprey"))  # noqa: E731
-                         else "irrelevant"}
+    def grade(inputs):
+        hit = any(word in inputs["passage"] for word in ("Zephyr", "Osprey"))
+        return {"relevance": "relevant" if hit else "irrelevant"}
+
     service, server = live(script=dict(GOOD, grade_relevance=grade, generate_answer=draft))
     page.goto(server.url + "/")
     page.wait_for_selector("#collection option", state="attached")  # the script ran under the page's CSP
@@ -175,34 +175,14 @@ def served(tmp_path):
     pytest.importorskip("llama_cpp", reason="the local extra (llama-cpp-python) is not installed")
     config = tmp_path / "selfrag.toml"
     config.write_text(CONFIG.format(kb=tmp_path / "kb"))
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SELFRAG_")}
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    log = open(tmp_path / "serve.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "selfrag.cli.app", "serve", "--port", str(port),
-                             "--config", str(config)], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 300
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"selfrag serve exited: {(tmp_path / 'serve.log').read_text()[-3000:]}")
-            try:
-                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline:
-                pytest.fail("selfrag serve was not ready within 300 s")
-            time.sleep(0.5)
-        yield url
+        server = ServeProcess(["--config", str(config)], cwd=tmp_path).__enter__()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield server.url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        server.__exit__()
 
 
 @pytest.mark.slow

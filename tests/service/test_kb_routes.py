@@ -70,8 +70,23 @@ def test_upload_then_search_ask_replace_and_remove(service):
 
 
 def test_an_uploaded_document_is_answerable(service):
-    service.engine.script["grade_relevance"] = lambda inp: {"relevance": "relevant" if "Heron" in inp["passage"] else "irrelevant"}
+    service.engine.script["grade_relevance"] = lambda inp: {
+        "relevance": "relevant" if "Heron" in inp["passage"] else "irrelevant"}
     service.client.post("/v1/collections/docs/documents", files={"files": ("heron.md", NOTES)})
     result = service.client.post("/v1/ask", json={"question": "What is the range of the Heron cargo bike?"}).json()
     assert [c["source"] for c in result["citations"]] == ["upload:heron.md"]
     assert not result["abstained"]
+
+
+def test_uploaded_file_names_lose_their_directories_and_odd_characters():
+    import pytest
+
+    from selfrag.service.errors import ServiceError
+    from selfrag.service.uploads import safe_filename
+
+    assert safe_filename("../../etc/résumé 2024.txt") == "résumé 2024.txt"
+    assert safe_filename("C:\\Users\\me\\notes.md") == "notes.md"
+    assert safe_filename("a<script>b.md") == "a_script_b.md"
+    for bad in ("", "..", "/", None):
+        with pytest.raises(ServiceError):
+            safe_filename(bad)
