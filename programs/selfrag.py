@@ -82,9 +82,7 @@ class SelfRAG(RAGModule):
         if rule is not None:
             tracer.note("retrieve_rule", rule.decision, rule=rule.rule)
         elif cfg.retrieve_mode == "adaptive":
-            _, p_retrieve, sub = self.retrieve_probability(question)
-            for step in sub.steps:
-                tracer.record(step, sub.usage if step is sub.steps[-1] else None)
+            p_retrieve = self._p_retrieve(tracer, question)
         route = route_retrieve_decision(cfg.retrieve_mode, rule.decision if rule else None, p_retrieve, th.retrieve)
         tracer.note("route", route, mode=cfg.retrieve_mode, p_retrieve=p_retrieve, threshold=th.retrieve)
         return route
@@ -155,11 +153,14 @@ class SelfRAG(RAGModule):
         rule = match_rule(question) if self.config.retrieve_rules else None
         if rule is not None:
             return rule.decision, None, tracer
+        return None, self._p_retrieve(tracer, question), tracer
+
+    def _p_retrieve(self, tracer: Tracer, question: str) -> float | None:
         pred, step = self._critic(tracer, "retrieve_decision", self.decide_retrieval, "decision",
                                   question=question, answer_so_far="")
         soft = soft_of(pred, "decision", field_labels(self.decide_retrieval, "decision"))
         record_soft(step, soft)
-        return None, None if soft is None else soft.p("yes") + soft.p("continue"), tracer
+        return None if soft is None else soft.p("yes") + soft.p("continue")
 
     def relevance_probabilities(self, question: str, passages: list[Passage]) -> tuple[list[float | None], Tracer]:
         """P(relevant) of each passage as the program grades them (``config.grading``), with the trace."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dspy
@@ -17,6 +19,31 @@ from programs.types import TraceStep, Usage
 logger = logging.getLogger(__name__)
 
 _BRIEF = 120
+
+StepListener = Callable[[TraceStep], None]
+_listeners: contextvars.ContextVar[tuple[StepListener, ...]] = contextvars.ContextVar(
+    "selfrag_step_listeners", default=())
+
+
+class Cancelled(BaseException):
+    """Raised by a step listener to stop the program at its next recorded step.
+
+    A ``BaseException`` so the ``except Exception`` that turns LM failures into recorded steps lets it
+    through: it propagates out of ``program(question=...)``."""
+
+
+@contextlib.contextmanager
+def step_listener(fn: StepListener) -> Iterator[None]:
+    """Call ``fn(step)`` for every :class:`TraceStep` recorded while the block runs, as it is recorded.
+
+    Listeners live in a context variable, so they follow worker threads that run in a copy of the
+    caller's context (as :func:`programs.base.parallel_map` does) and never leak to other requests.
+    ``fn`` may raise :class:`Cancelled` to stop the program."""
+    token = _listeners.set(_listeners.get() + (fn,))
+    try:
+        yield
+    finally:
+        _listeners.reset(token)
 
 
 def brief(value: Any, limit: int = _BRIEF) -> str:
@@ -46,6 +73,8 @@ class Tracer:
             self.steps.append(step)
             if usage is not None:
                 self.usage = self.usage.add(usage)
+        for listener in _listeners.get():  # outside the lock: a listener may block or raise Cancelled
+            listener(step)
         return step
 
     def note(self, step: str, output: Any = None, **inputs: Any) -> TraceStep:

@@ -24,6 +24,7 @@ from pydantic_settings import (
 )
 
 from programs.settings import ProgramSettings
+from selfrag.service.settings import ServiceSettings
 from selfrag.errors import ConfigError
 
 DEFAULT_CONFIG_FILE = "selfrag.toml"
@@ -128,6 +129,7 @@ class Settings(BaseSettings):
     program: ProgramSettings = Field(default_factory=ProgramSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
+    service: ServiceSettings = Field(default_factory=ServiceSettings)
     program_path: Path | None = None  # a compiled artifact to load; None = the shipped default if any
 
     @classmethod

@@ -38,7 +38,8 @@ def test_every_section_is_read_from_the_file(workdir, tmp_path):
         '[lm]\nprofile = "tiny"\n[program]\nmax_web_rounds = 0\n[web]\nretries = 0\n[cache]\nanswers = false\n'
     )
     s = resolve({"lm": {"threads": 1}})
-    assert set(Settings.model_fields) == {"kb", "retrieval", "lm", "program", "web", "cache", "program_path"}
+    assert set(Settings.model_fields) == {"kb", "retrieval", "lm", "program", "web", "cache", "service",
+                                         "program_path"}
     assert s.cache.answers is False
     assert (s.kb.collection, s.retrieval.mode, s.lm.profile, s.program.max_web_rounds, s.web.retries) == (
         "c1", "bm25", "tiny", 0, 0)

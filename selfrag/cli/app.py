@@ -29,6 +29,7 @@ def _register() -> None:
     from selfrag.cli import ask, data, kb, model
     from selfrag.cli import compile as compile_cli
     from selfrag.cli import eval as eval_cli
+    from selfrag.cli import serve as serve_cli
 
     kb.register(app)
     ask.register(app)
@@ -36,6 +37,7 @@ def _register() -> None:
     compile_cli.register(app)
     eval_cli.register(app)
     data.register(app)
+    serve_cli.register(app)
 
 
 _register()

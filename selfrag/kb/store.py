@@ -122,6 +122,14 @@ class ChromaStore:
                 return out
             offset += len(got)
 
+    def get(self, ids: Sequence[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Text and metadata of the chunks with these ids (missing ids are left out); the service opens
+        a cited passage with it."""
+        if not ids:
+            return {}
+        got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
+        return {i: (t or "", dict(m or {})) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"])}
+
     def all_ids(self) -> list[str]:
         return self.ids_where(None)
 

@@ -1,0 +1,121 @@
+"""The collections one service process serves, and the retriever that routes each question to one.
+
+One program is wired per process; its retriever is a :class:`CollectionRetriever`, which reads the
+collection of the question being answered from a context variable (set around the program run, and
+followed by the program's worker threads). Knowledge bases are opened once per collection and share
+one embedder.
+
+Several workers may share one Chroma server. Each keeps its own BM25 index of a collection, so before
+every question or search the worker re-checks the index against the collection's ids
+(:meth:`Collections.refresh`): a document another worker added, replaced or removed makes it rebuild.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from programs.types import Passage
+from selfrag.kb.knowledge_base import KnowledgeBase
+from selfrag.kb.store import list_collections, validate_collection_name
+from selfrag.service.errors import ServiceError
+from selfrag.settings import KBSettings, RetrievalSettings
+
+log = logging.getLogger(__name__)
+
+_current: contextvars.ContextVar[str | None] = contextvars.ContextVar("selfrag_service_collection", default=None)
+
+
+class Collections:
+    """Opens and caches one :class:`KnowledgeBase` per collection (same location, one embedder)."""
+
+    def __init__(self, kb: KBSettings, retrieval: RetrievalSettings, embedder: Any = None):
+        from selfrag.kb.embedder import make_embedder
+
+        self.kb_settings = kb
+        self.retrieval = retrieval
+        self.default = kb.collection
+        self.embedder = embedder if embedder is not None else make_embedder(kb.embedding_model, kb.embed_batch_size)
+        self._kbs: dict[str, KnowledgeBase] = {}
+        self._locks: dict[str, threading.RLock] = {}
+        self._guard = threading.Lock()
+
+    def _open(self, name: str) -> KnowledgeBase:
+        from selfrag.kb.factory import build_knowledge_base
+
+        return build_knowledge_base(self.kb_settings.model_copy(update={"collection": name}), self.retrieval,
+                                    embedder=self.embedder)
+
+    def get(self, name: str | None = None, create: bool = False) -> KnowledgeBase:
+        """The knowledge base of ``name`` (the default collection when None). Unknown names are
+        ``collection_not_found`` unless ``create``; malformed ones ``invalid_request``."""
+        name = name or self.default
+        try:
+            validate_collection_name(name)
+        except ValueError as exc:
+            raise ServiceError("invalid_request", str(exc)) from None
+        with self._guard:
+            kb = self._kbs.get(name)
+        if kb is not None:
+            return kb
+        if not create and name not in self.names():
+            raise ServiceError("collection_not_found", f"no collection named {name!r}")
+        kb = self._open(name)
+        with self._guard:
+            return self._kbs.setdefault(name, kb)
+
+    def lock(self, name: str | None = None) -> threading.RLock:
+        """Serialises the BM25 check/rebuild and writes of one collection inside this process."""
+        with self._guard:
+            return self._locks.setdefault(name or self.default, threading.RLock())
+
+    def client(self) -> Any:
+        return self.get(self.default, create=True).store.client
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.list()]
+
+    def list(self) -> list[tuple[str, int]]:
+        return list_collections(self.client())
+
+    def ping(self) -> None:
+        """Raise if the store cannot be reached."""
+        self.client().heartbeat()
+
+    def refresh(self, name: str | None = None) -> None:
+        """Re-check the BM25 index of ``name`` against the collection's current ids on next use (a write
+        by another worker leaves the chunk count unchanged when it replaces a document)."""
+        kb = self.get(name)
+        kb._invalidate()  # KnowledgeBase's own consistency check: a fingerprint of every id, rebuilt if stale
+
+    @contextlib.contextmanager
+    def using(self, name: str | None) -> Iterator[None]:
+        """Route the retrieval of the code inside the block (and its worker threads) to ``name``."""
+        token = _current.set(name or self.default)
+        try:
+            yield
+        finally:
+            _current.reset(token)
+
+    def retriever(self) -> "CollectionRetriever":
+        return CollectionRetriever(self)
+
+
+class CollectionRetriever:
+    """A :class:`programs.types.Retriever` over the collection the current question names."""
+
+    def __init__(self, collections: Collections):
+        self.collections = collections
+
+    def __deepcopy__(self, memo):  # a handle on shared stores, not program state: copies share it
+        return self
+
+    def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]:
+        name = _current.get() or self.collections.default
+        kb = self.collections.get(name)
+        with self.collections.lock(name):
+            return kb.retrieve(query, k=k, filters=filters)
