@@ -107,22 +107,34 @@ function brief(value) {
   return text && text.length > 300 ? text.slice(0, 299) + "…" : text;
 }
 
+// A judgement's label probabilities, e.g. " (fully 0.72 · partially 0.20)"; "" without them.
+function probs(step) {
+  const p = step.probs;
+  if (!p) return "";
+  const parts = Object.entries(p).filter(([, v]) => v >= 0.005).map(([k, v]) => k + " " + v.toFixed(2));
+  return parts.length ? "  (" + parts.join(" · ") + (step.soft === false ? ", hard" : "") + ")" : "";
+}
+
 // What one step says, as nodes (text only).
 function describe(step) {
   const out = step.output, inp = step.inputs || {};
   if (!step.ok) return [verdict("failed", false), " ", step.error || ""];
   switch (step.step) {
-    case "retrieve_decision": return [verdict(String(out), out === "yes"), " — does the question need retrieval?"];
+    case "retrieve_decision": return [verdict(String(out), out === "yes"), " — does the question need retrieval?",
+                                      probs(step)];
     case "route": {
       const why = Object.entries(inp).map(([k, v]) => k + "=" + v).join(", ");
       return ["→ ", ROUTES[out] || String(out), why ? "  (" + why + ")" : ""];
     }
     case "retrieve": return [(out || []).length + " passage(s) for “" + (inp.query || "") + "”"];
     case "web_search": return [Array.isArray(out) ? out.length + " result(s)" : brief(out), " for “" + (inp.query || "") + "”"];
-    case "grade_relevance": return ["passage ", inp.passage_id || "?", ": ", verdict(String(out), out === "relevant")];
+    case "grade_relevance": return ["passage ", inp.passage_id || "?", ": ", verdict(String(out), out === "relevant"),
+                                    probs(step)];
+    case "grade_relevance_batch": return [((out || []).length) + " passage(s) graded in one call"];
+    case "retrieve_rule": return ["rule ", inp.rule || "?", " → ", verdict(String(out), out === "yes")];
     case "evaluate_retrieval": return ["score ", String(out), "/10"];
     case "generate_answer": case "answer_directly": return ["“" + brief(out) + "”"];
-    case "judge_support": return [verdict(String(out), out === "fully"), " supported by its passages"];
+    case "judge_support": return [verdict(String(out), out === "fully"), " supported by its passages", probs(step)];
     case "judge_usefulness": return [verdict(String(out) + "/5", Number(out) >= 4), " useful"];
     case "rewrite_query": case "rewrite_web_query": return ["new query: “" + brief(out) + "”"];
     case "candidate_dropped": return [brief(out), inp.answer ? " (" + brief(inp.answer) + ")" : ""];
@@ -130,7 +142,8 @@ function describe(step) {
       const best = out && out.best !== null && out.best !== undefined ? "draft " + (out.best + 1) : "none";
       return ["scores " + JSON.stringify((out && out.scores) || []) + " → best: " + best];
     }
-    case "abstain": return [verdict("abstained", false), " — " + brief(out)];
+    case "abstain": return [verdict("abstained", false), " — " + (out && out.reason ? out.reason.replace(/_/g, " ")
+                                                                 : brief(out))];
     default: return [brief(out)];
   }
 }
@@ -190,7 +203,10 @@ function renderResult(result, collection) {
   answer.className = "answer-text" + (result.abstained ? " abstained" : "");
   const flags = $("flags");
   clear(flags);
-  if (result.abstained) flags.append(el("li", { class: "warn" }, "abstained"));
+  if (result.abstained) flags.append(el("li", { class: "warn" },
+    "abstained" + (result.abstain_reason ? ": " + result.abstain_reason.replace(/_/g, " ") : "")));
+  if (result.confidence !== null && result.confidence !== undefined)
+    flags.append(el("li", {}, "confidence: " + result.confidence.toFixed(2)));
   if (result.supported) flags.append(el("li", { class: result.supported === "fully" ? "good" : result.supported === "no" ? "bad" : "warn" }, "support: " + result.supported));
   if (result.usefulness !== null && result.usefulness !== undefined) flags.append(el("li", {}, "usefulness: " + result.usefulness + "/5"));
   if (result.used_web) flags.append(el("li", {}, "web"));
