@@ -33,6 +33,8 @@ from programs.web_budget import WebBudget
 T = TypeVar("T")
 R = TypeVar("R")
 
+BATCH_TOKENS_BASE, BATCH_TOKENS_PER_PASSAGE = 16, 32  # completion-token cap of a batched grading call
+
 
 def lm_scope(lm: dspy.BaseLM | None, adapter: dspy.Adapter | None):
     """A ``dspy.context`` with this LM and adapter (nothing global); a no-op when both are None."""
@@ -195,9 +197,13 @@ class RAGModule(dspy.Module):
         scores: list[float | None] = [None] * len(passages)
         todo = list(range(len(passages)))
         if self.config.grading == "batched" and len(passages) > 1:
-            pred, batch_step = self._critic(tracer, "grade_relevance_batch", self.grade_relevance_batch, "verdicts",
-                                            question=question,
-                                            passages=format_passages(passages, window, query=question))
+            # A verdict is ~25 tokens; the cap stops a model that keeps adding verdicts (the output is
+            # then cut, repaired by the JSON adapter's parser, and any missing passage re-graded alone).
+            cap = {"max_tokens": BATCH_TOKENS_BASE + BATCH_TOKENS_PER_PASSAGE * len(passages)}
+            with lm_scope(self.critic_lm, self.adapter):
+                pred, batch_step = tracer.call("grade_relevance_batch", self.grade_relevance_batch, "verdicts",
+                                               config=cap, question=question,
+                                               passages=format_passages(passages, window, query=question))
             parsed = parse_batch_verdicts(getattr(pred, "verdicts", None) if pred is not None else None,
                                           len(passages))
             softs = soft_items(pred, "relevance", labels, parsed.labels)

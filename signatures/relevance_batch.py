@@ -11,7 +11,7 @@ class PassageVerdict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     number: int = Field(description="the passage's number, as in [n]")
-    topic: str = Field(description="a few words: who or what the passage is about")
+    topic: str = Field(description="a few words: who or what the passage is about", max_length=48)
     relevance: Literal["relevant", "irrelevant"]
 
 
