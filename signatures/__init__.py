@@ -2,21 +2,37 @@
 
 from signatures.answer import AnswerDirectly, GenerateAnswer
 from signatures.crag import EvaluateRetrieval, FilterStrip, RewriteWebQuery
+from signatures.indexing import HypotheticalQuestions, SummarizeTexts
+from signatures.iterative import NextQuery
+from signatures.query_transforms import DecomposeQuestion, HypotheticalPassage, ParaphraseQuery, StepBackQuestion
 from signatures.relevance import GradeRelevance
+from signatures.rerank import RerankPassages
 from signatures.retrieve import RetrieveDecision
 from signatures.rewrite import RewriteQuery
+from signatures.routing import ExtractFilters, FilterCondition, RouteCollections
 from signatures.support import JudgeSupport
 from signatures.usefulness import JudgeUsefulness
 
 __all__ = [
     "AnswerDirectly",
+    "DecomposeQuestion",
     "EvaluateRetrieval",
+    "ExtractFilters",
+    "FilterCondition",
     "FilterStrip",
     "GenerateAnswer",
     "GradeRelevance",
+    "HypotheticalPassage",
+    "HypotheticalQuestions",
     "JudgeSupport",
     "JudgeUsefulness",
+    "NextQuery",
+    "ParaphraseQuery",
+    "RerankPassages",
     "RetrieveDecision",
     "RewriteQuery",
     "RewriteWebQuery",
+    "RouteCollections",
+    "StepBackQuestion",
+    "SummarizeTexts",
 ]
