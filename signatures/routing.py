@@ -1,5 +1,7 @@
 """Where to search and with which metadata filters: collection routing and self-query."""
 
+from typing import Any
+
 import dspy
 from pydantic import BaseModel
 
@@ -17,11 +19,14 @@ class RouteCollections(dspy.Signature):
 
 
 class FilterCondition(BaseModel):
-    """One metadata condition: ``field op value`` (op: eq, ne, gt, gte, lt, lte, in, nin)."""
+    """One metadata condition: ``field op value`` (op: eq, ne, gt, gte, lt, lte, in, nin).
 
-    field: str
-    op: str
-    value: str | int | float | bool | list[str | int | float | bool]
+    Loosely typed on purpose: the program's filter grammar checks each condition against the
+    collection's fields and drops a bad one alone, so one malformed condition never loses the rest."""
+
+    field: str = ""
+    op: str = "eq"
+    value: Any = None  # a str, number or bool; a list of them for in / nin
 
 
 class ExtractFilters(dspy.Signature):
