@@ -22,6 +22,7 @@ _PROGRAMS: dict[str, str] = {
     "no-retrieval": "programs.baselines:NoRetrieval",
     "graded-rag": "programs.baselines:GradedRAG",
     "iterative": "programs.iterative:IterativeRAG",
+    "decompose-serial": "programs.decomposed:SerialDecomposition",
 }
 
 PROGRAM_NAMES: tuple[str, ...] = tuple(_PROGRAMS)

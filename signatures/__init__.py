@@ -4,7 +4,8 @@ from signatures.answer import AnswerDirectly, GenerateAnswer
 from signatures.crag import EvaluateRetrieval, FilterStrip, RewriteWebQuery
 from signatures.indexing import HypotheticalQuestions, SummarizeTexts
 from signatures.iterative import NextQuery
-from signatures.query_transforms import DecomposeQuestion, HypotheticalPassage, ParaphraseQuery, StepBackQuestion
+from signatures.query_transforms import (AnswerSubQuestion, ComposeAnswer, DecomposeQuestion, HypotheticalPassage,
+                                        ParaphraseQuery, StepBackQuestion)
 from signatures.relevance import GradeRelevance
 from signatures.rerank import RerankPassages
 from signatures.retrieve import RetrieveDecision
@@ -15,6 +16,8 @@ from signatures.usefulness import JudgeUsefulness
 
 __all__ = [
     "AnswerDirectly",
+    "AnswerSubQuestion",
+    "ComposeAnswer",
     "DecomposeQuestion",
     "EvaluateRetrieval",
     "ExtractFilters",

@@ -34,6 +34,7 @@ ROLES = {
     ("filters",): "extract_filters",
     ("ranking",): "rerank",
     ("next_query",): "next_query",
+    ("sub_answer",): "answer_sub_question",
     ("summary",): "summarize_texts",
     ("questions",): "hypothetical_questions",
 }
