@@ -3,7 +3,7 @@ and the build cost of the multi-representation and RAPTOR indexes.
 
     flock /tmp/llm.lock nice .venv/bin/python bench/bench_retrieval.py --profile local --questions 20 \\
         --workdir /tmp/bench_retrieval [--strategies plain,multi_query,step_back,decompose,hyde,rerank,iterative]
-        [--index-docs 40]
+        [--index-docs 40] [--representations sentences,summary,questions]
 
 Questions: the first ``--questions`` answerable questions of the derived dev split (data/splits/qa_en,
 sorted by id). Corpus: every ClapNQ passage plus the XQuAD English paragraphs as distractors (as in
@@ -97,6 +97,7 @@ def main() -> None:
     ap.add_argument("--strategies", default=",".join(QUERY_STRATEGIES))
     ap.add_argument("--indexes", default="multi-representation,raptor")
     ap.add_argument("--index-docs", type=int, default=40, help="distractor passages in the index sub-corpus")
+    ap.add_argument("--representations", default="sentences,summary,questions", help="multi-representation children")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/bench_retrieval"))
     args = ap.parse_args()
@@ -166,7 +167,8 @@ def main() -> None:
             for kind in kinds:
                 summarise, ask = LMSummariser(lm, adapter), LMQuestionWriter(lm, adapter)
                 t0 = time.perf_counter()
-                report = build_index(sub, kind, summarise=summarise, questions=ask, progress=True)
+                options = {"representations": args.representations.split(",")} if kind == "multi-representation" else {}
+                report = build_index(sub, kind, summarise=summarise, questions=ask, progress=True, **options)
                 minutes = (time.perf_counter() - t0) / 60
                 builds.append((kind, label, str(report.nodes_added), str(report.nodes_total),
                                str(summarise.calls + ask.calls), str(report.lm_failures), f"{minutes:.1f}",
