@@ -75,14 +75,16 @@ def build_kb(workdir: Path, name: str, docs, embedder):
 
 def measure(label, corpus, retrieve, questions, rows, cut: int | None = K):
     """retrieve(question) -> (passages, lm_calls); a hit is the gold doc among the first ``cut`` passages."""
-    hits, calls, secs = 0, [], []
+    hits, firsts, calls, secs = 0, 0, [], []
     for q, gold in questions:
         t0 = time.perf_counter()
         passages, n = retrieve(q)
         secs.append(time.perf_counter() - t0)
         calls.append(n)
         hits += gold in {p.metadata.get("doc_id") for p in passages[:cut]}
-    rows.append((corpus, label, f"{hits / len(questions):.2f}", f"{statistics.mean(calls):.1f}",
+        firsts += bool(passages) and passages[0].metadata.get("doc_id") == gold
+    rows.append((corpus, label, f"{hits / len(questions):.2f}", f"{firsts / len(questions):.2f}",
+                 f"{statistics.mean(calls):.1f}",
                  f"{statistics.mean(secs):.1f}"))
     print(f"  {corpus} {label}: recall@{K} {hits}/{len(questions)}", file=sys.stderr, flush=True)
 
@@ -99,6 +101,7 @@ def main() -> None:
     ap.add_argument("--index-docs", type=int, default=40, help="distractor passages in the index sub-corpus")
     ap.add_argument("--representations", default="sentences,summary,questions", help="multi-representation children")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per LM call (lm.timeout)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/bench_retrieval"))
     args = ap.parse_args()
     strategies = [s for s in args.strategies.split(",") if s]
@@ -129,7 +132,8 @@ def main() -> None:
     if args.profile == "fake":
         lm, critic, adapter = fake_lms()
     else:
-        lm, critic, adapter = build_lms(resolve({"lm": {"profile": args.profile, "threads": args.threads}}))
+        lm, critic, adapter = build_lms(resolve({"lm": {"profile": args.profile, "threads": args.threads,
+                                                          "timeout": args.timeout}}))
     rows: list[tuple[str, ...]] = []
     full = f"ClapNQ+XQuAD ({kb.count()} chunks)"
     base = SplitQueryHybridRetriever.of(kb.retriever("hybrid"))
@@ -180,7 +184,7 @@ def main() -> None:
     from rich.table import Table
 
     table = Table(title=f"retrieval strategies, ClapNQ dev ({len(questions)} answerable questions, {args.profile})")
-    for col in ("corpus", "strategy", f"recall@{K}", "LM calls/q", "s/q"):
+    for col in ("corpus", "strategy", f"recall@{K}", "gold first", "LM calls/q", "s/q"):
         table.add_column(col)
     for r in rows:
         table.add_row(*r)
