@@ -81,12 +81,14 @@ def measure(label, corpus, retrieve, questions, rows, cut: int | None = K):
         passages, n = retrieve(q)
         secs.append(time.perf_counter() - t0)
         calls.append(n)
+        print(f"    {label} q{len(secs)}: {secs[-1]:.0f} s, {n} LM calls", file=sys.stderr, flush=True)
         hits += gold in {p.metadata.get("doc_id") for p in passages[:cut]}
         firsts += bool(passages) and passages[0].metadata.get("doc_id") == gold
     rows.append((corpus, label, f"{hits / len(questions):.2f}", f"{firsts / len(questions):.2f}",
                  f"{statistics.mean(calls):.1f}",
                  f"{statistics.mean(secs):.1f}"))
-    print(f"  {corpus} {label}: recall@{K} {hits}/{len(questions)}", file=sys.stderr, flush=True)
+    print(f"  {corpus} {label}: recall@{K} {hits}/{len(questions)}, gold first {firsts}, "
+          f"{statistics.mean(calls):.1f} LM calls/q, {statistics.mean(secs):.1f} s/q", file=sys.stderr, flush=True)
 
 
 def main() -> None:
@@ -102,6 +104,7 @@ def main() -> None:
     ap.add_argument("--representations", default="sentences,summary,questions", help="multi-representation children")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per LM call (lm.timeout)")
+    ap.add_argument("--max-tokens", type=int, default=256, help="completion tokens per LM call (lm.max_tokens)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/bench_retrieval"))
     args = ap.parse_args()
     strategies = [s for s in args.strategies.split(",") if s]
@@ -133,7 +136,7 @@ def main() -> None:
         lm, critic, adapter = fake_lms()
     else:
         lm, critic, adapter = build_lms(resolve({"lm": {"profile": args.profile, "threads": args.threads,
-                                                          "timeout": args.timeout}}))
+                                                          "timeout": args.timeout, "max_tokens": args.max_tokens}}))
     rows: list[tuple[str, ...]] = []
     full = f"ClapNQ+XQuAD ({kb.count()} chunks)"
     base = SplitQueryHybridRetriever.of(kb.retriever("hybrid"))
