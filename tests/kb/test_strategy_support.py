@@ -90,3 +90,17 @@ def test_collections_retriever_over_knowledge_bases(make_kb):
     assert "year" in retriever.schema(["bikes"]) and "year" not in retriever.schema(["recipes"])
     got = retriever.retrieve("pasta recipe", k=1, collections=["recipes"])
     assert got[0].metadata["collection"] == "recipes" and got[0].metadata["doc_id"] == "r1"
+
+
+def test_strategy_components_for_the_composition_root(make_kb):
+    from selfrag.kb.strategy_components import strategy_components
+
+    kb, other = manuals(make_kb, "bikes"), make_kb("recipes")
+    plain = strategy_components(kb, ProgramSettings())
+    assert set(plain) == {"retriever"} and type(plain["retriever"]).__name__ == "HybridRetriever"
+    hyde = strategy_components(kb, ProgramSettings(transforms=["hyde"], self_query=True))
+    assert isinstance(hyde["retriever"], SplitQueryHybridRetriever) and "year" in hyde["metadata_schema"]
+    routed = strategy_components(kb, ProgramSettings(route_collections=True, self_query=True), [other])
+    assert routed["retriever"].names == ["bikes", "recipes"] and "metadata_schema" not in routed
+    rag = Strategic(**routed, config=ProgramSettings(route_collections=True, self_query=True))
+    assert rag.retriever is routed["retriever"]
