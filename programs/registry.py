@@ -21,6 +21,8 @@ _PROGRAMS: dict[str, str] = {
     "vanilla-rag": "programs.baselines:VanillaRAG",
     "no-retrieval": "programs.baselines:NoRetrieval",
     "graded-rag": "programs.baselines:GradedRAG",
+    "iterative": "programs.iterative:IterativeRAG",
+    "decompose-serial": "programs.decomposed:SerialDecomposition",
 }
 
 PROGRAM_NAMES: tuple[str, ...] = tuple(_PROGRAMS)

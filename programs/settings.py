@@ -47,6 +47,25 @@ class ProgramSettings(BaseModel):
     crag_upper: int = Field(7, ge=0, le=10)
     crag_lower: int = Field(4, ge=0, le=10)
     max_strips: int = Field(8, ge=1, le=100)  # strip judgements per refinement (KB, each web round)
+    # Retrieval strategies (programs/retrieval_pipeline.py, in programs built with StrategyRetrieval):
+    # query transforms fused with the question's ranking by RRF, collection routing, self-query, rerank.
+    transforms: list[Literal["multi_query", "decompose", "step_back", "hyde"]] = Field(default_factory=list)
+    max_paraphrases: int = Field(3, ge=1, le=10)  # multi_query
+    max_subquestions: int = Field(3, ge=1, le=8)  # decompose
+    fusion_k: int = Field(60, ge=1)  # RRF k of the transforms' fusion
+    route_collections: bool = False  # needs a CollectionsRetriever
+    max_routes: int = Field(2, ge=1, le=10)
+    self_query: bool = False  # needs the collection's metadata schema
+    rerank: Literal["none", "auto", "judge", "listwise"] = "none"
+    rerank_pool: int = Field(12, ge=2, le=50)  # fused candidates the reranker orders
+    # IterativeRAG (programs/iterative.py) and SelfRAG's "continue": re-query rounds and when to stop.
+    max_iterations: int = Field(3, ge=1, le=10)  # retrieval rounds, the first included
+    iteration_confident: Literal["fully", "partially"] = "fully"  # support that stops the rounds
+
+    @field_validator("transforms")
+    @classmethod
+    def _unique_transforms(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(value))
 
     @field_validator("strategy")
     @classmethod

@@ -28,6 +28,18 @@ ROLES = {
     ("score",): "evaluate_retrieval",
     ("keep",): "filter_strip",
     ("web_query",): "rewrite_web_query",
+    # retrieval strategies (programs/retrieval_pipeline.py, programs/iterative.py) and index builders
+    ("paraphrases",): "paraphrase_query",
+    ("sub_questions",): "decompose_question",
+    ("step_back_question",): "step_back_question",
+    ("hypothetical_passage",): "hypothetical_passage",
+    ("chosen",): "route_collections",
+    ("filters",): "extract_filters",
+    ("ranking",): "rerank",
+    ("next_query",): "next_query",
+    ("sub_answer",): "answer_sub_question",
+    ("summary",): "summarize_texts",
+    ("questions",): "hypothetical_questions",
 }
 
 # Free-text "scratch" outputs a script may leave out; the engine fills them so scripts stay about verdicts.

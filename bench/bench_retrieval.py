@@ -1,0 +1,205 @@
+"""Retrieval strategies on ClapNQ dev: recall@5 of the gold passage, LM calls and seconds per question,
+and the build cost of the multi-representation and RAPTOR indexes.
+
+    flock /tmp/llm.lock nice .venv/bin/python bench/bench_retrieval.py --profile local --questions 20 \\
+        --workdir /tmp/bench_retrieval [--strategies plain,multi_query,step_back,decompose,hyde,rerank,iterative]
+        [--index-docs 40] [--representations sentences,summary,questions]
+
+Questions: the first ``--questions`` answerable questions of the derived dev split (data/splits/qa_en,
+sorted by id). Corpus: every ClapNQ passage plus the XQuAD English paragraphs as distractors (as in
+``selfrag eval``), embedded once with the packaged MiniLM into ``--workdir`` (kept between runs).
+Query strategies run over the full corpus through :class:`programs.retrieval_pipeline.TransformingRetriever`
+(HyDE with the split dense query). The index strategies are built on a sub-corpus (the questions'
+gold passages plus ``--index-docs`` other ClapNQ passages) and compared with plain hybrid retrieval
+on that same sub-corpus. ``--profile fake`` runs everything with a scripted echo LM (a smoke test of
+the script: its recall says nothing about the strategies). Prints two tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+QUERY_STRATEGIES = {
+    "plain": {},
+    "multi_query": {"transforms": ["multi_query"]},
+    "step_back": {"transforms": ["step_back"]},
+    "decompose": {"transforms": ["decompose"]},
+    "hyde": {"transforms": ["hyde"]},
+    "rerank": {"rerank": "listwise", "rerank_pool": 10},
+    "iterative": {"strategy": "iterative", "max_iterations": 2},
+}
+K = 5
+
+
+def dev_questions(n: int) -> list[tuple[str, str]]:
+    rows = [json.loads(line) for line in (ROOT / "data" / "splits" / "qa_en" / "dev.jsonl").read_text().splitlines()]
+    rows = sorted((r for r in rows if r.get("gold_doc_ids")), key=lambda r: r["id"])
+    return [(r["question"], r["gold_doc_ids"][0]) for r in rows[:n]]
+
+
+def fake_lms():
+    """A scripted LM echoing the question (paraphrases, sub-questions, HyDE passage = the question)."""
+    from tests.fakes import scripted_lm
+
+    def echo(field, many=False):
+        return lambda inp: {field: [inp.get("question", "")] if many else inp.get("question", "")}
+
+    lm, _ = scripted_lm({"paraphrase_query": echo("paraphrases", True), "decompose_question": echo("sub_questions", True),
+                         "step_back_question": echo("step_back_question"), "hypothetical_passage": echo("hypothetical_passage"),
+                         "rerank": {"ranking": []}, "next_query": lambda inp: {"next_query": inp["question"]},
+                         "generate_answer": {"answer": "x", "citations": [1], "answerable": True},
+                         "judge_support": {"support": "fully"}, "summarize_texts": lambda inp: {"summary": inp["texts"][:300]},
+                         "hypothetical_questions": {"questions": ["what is this about?"]}})
+    import dspy
+
+    return lm, None, dspy.JSONAdapter()
+
+
+def build_kb(workdir: Path, name: str, docs, embedder):
+    from selfrag.kb.factory import build_knowledge_base
+    from selfrag.settings import KBSettings, RetrievalSettings
+
+    kb = build_knowledge_base(KBSettings(path=workdir / "chroma", collection=name), RetrievalSettings(), embedder=embedder)
+    kb.add_documents(docs, progress=False)  # idempotent: a kept workdir adds nothing
+    return kb
+
+
+def measure(label, corpus, retrieve, questions, rows, cut: int | None = K):
+    """retrieve(question) -> (passages, lm_calls); a hit is the gold doc among the first ``cut`` passages."""
+    hits, firsts, calls, secs = 0, 0, [], []
+    for q, gold in questions:
+        t0 = time.perf_counter()
+        passages, n = retrieve(q)
+        secs.append(time.perf_counter() - t0)
+        calls.append(n)
+        print(f"    {label} q{len(secs)}: {secs[-1]:.0f} s, {n} LM calls", file=sys.stderr, flush=True)
+        hits += gold in {p.metadata.get("doc_id") for p in passages[:cut]}
+        firsts += bool(passages) and passages[0].metadata.get("doc_id") == gold
+    rows.append((corpus, label, f"{hits / len(questions):.2f}", f"{firsts / len(questions):.2f}",
+                 f"{statistics.mean(calls):.1f}",
+                 f"{statistics.mean(secs):.1f}"))
+    print(f"  {corpus} {label}: recall@{K} {hits}/{len(questions)}, gold first {firsts}, "
+          f"{statistics.mean(calls):.1f} LM calls/q, {statistics.mean(secs):.1f} s/q", file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    from selfrag import paths
+
+    paths.offline_environment()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profile", default="local", help="local | tiny | fake")
+    ap.add_argument("--questions", type=int, default=20)
+    ap.add_argument("--strategies", default=",".join(QUERY_STRATEGIES))
+    ap.add_argument("--indexes", default="multi-representation,raptor")
+    ap.add_argument("--index-docs", type=int, default=40, help="distractor passages in the index sub-corpus")
+    ap.add_argument("--representations", default="sentences,summary,questions", help="multi-representation children")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per LM call (lm.timeout)")
+    ap.add_argument("--max-tokens", type=int, default=256, help="completion tokens per LM call (lm.max_tokens)")
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/bench_retrieval"))
+    args = ap.parse_args()
+    strategies = [s for s in args.strategies.split(",") if s]
+    unknown = [s for s in strategies if s not in QUERY_STRATEGIES]
+    if unknown:
+        raise SystemExit(f"unknown strategies {unknown}; choose from {', '.join(QUERY_STRATEGIES)}")
+
+    import dspy
+
+    from optimize.datasets import corpus_documents
+    from programs.iterative import IterativeRAG
+    from programs.retrieval_pipeline import TransformingRetriever
+    from programs.settings import ProgramSettings
+    from programs.summaries import LMQuestionWriter, LMSummariser
+    from programs.types import Passage
+    from selfrag.kb.embedder import SentenceTransformerEmbedder
+    from selfrag.kb.indexes import build_index, index_retriever
+    from selfrag.kb.split_query import SplitQueryHybridRetriever
+    from selfrag.settings import resolve
+    from selfrag.wiring import build_lms
+
+    questions = dev_questions(args.questions)
+    embedder = SentenceTransformerEmbedder()
+    t0 = time.perf_counter()
+    docs = corpus_documents("clapnq")
+    kb = build_kb(args.workdir, "bench-clapnq", docs, embedder)
+    print(f"corpus {kb.count()} chunks ({time.perf_counter() - t0:.0f} s); {len(questions)} questions", file=sys.stderr)
+    if args.profile == "fake":
+        lm, critic, adapter = fake_lms()
+    else:
+        lm, critic, adapter = build_lms(resolve({"lm": {"profile": args.profile, "threads": args.threads,
+                                                          "timeout": args.timeout, "max_tokens": args.max_tokens}}))
+    rows: list[tuple[str, ...]] = []
+    full = f"ClapNQ+XQuAD ({kb.count()} chunks)"
+    base = SplitQueryHybridRetriever.of(kb.retriever("hybrid"))
+    for name in strategies:
+        cfg = ProgramSettings(k=K, **QUERY_STRATEGIES[name])
+        if name == "iterative":
+            program = IterativeRAG(base, config=cfg, generator_lm=lm, critic_lm=critic, adapter=adapter)
+
+            def run(q, program=program):
+                r = program(question=q).result
+                ids = [i for s in r.trace if s.step == "retrieve" for i in (s.output or [])]
+                docs_by_id = kb.store.get(list(dict.fromkeys(ids)))
+                return [Passage(id=i, text="", metadata=docs_by_id[i][1]) for i in dict.fromkeys(ids)
+                        if i in docs_by_id], r.usage.lm_calls
+            measure("iterative (all rounds' passages)", full, run, questions, rows, cut=None)
+            continue
+        wrapped = TransformingRetriever(base, cfg, lm=lm, critic_lm=critic, adapter=adapter)
+
+        def run(q, wrapped=wrapped):
+            got = wrapped.retrieve(q, k=K)
+            return got, wrapped.last_trace.usage.lm_calls
+        measure(name, full, run, questions, rows)
+
+    # ---- index strategies on a sub-corpus (building them costs LM calls per chunk / cluster)
+    builds: list[tuple[str, ...]] = []
+    kinds = [i for i in args.indexes.split(",") if i]
+    if kinds:
+        gold = {g for _, g in questions}
+        others = [d for d in docs if d[1]["source"] == "clapnq" and d[1]["doc_id"] not in gold][: args.index_docs]
+        sub_docs = [d for d in docs if d[1]["doc_id"] in gold] + others
+        sub = build_kb(args.workdir, f"bench-sub-{len(questions)}-{args.index_docs}", sub_docs, embedder)
+        label = f"sub-corpus ({sub.count()} chunks)"
+        measure("plain", label, lambda q: (sub.retriever("hybrid").retrieve(q, k=K), 0), questions, rows)
+        with dspy.context(lm=lm, adapter=adapter):
+            for kind in kinds:
+                summarise, ask = LMSummariser(lm, adapter), LMQuestionWriter(lm, adapter)
+                t0 = time.perf_counter()
+                options = {"representations": args.representations.split(",")} if kind == "multi-representation" else {}
+                report = build_index(sub, kind, summarise=summarise, questions=ask, progress=True, **options)
+                minutes = (time.perf_counter() - t0) / 60
+                builds.append((kind, label, str(report.nodes_added), str(report.nodes_total),
+                               str(summarise.calls + ask.calls), str(report.lm_failures), f"{minutes:.1f}",
+                               "/".join(map(str, report.levels)) or "-"))
+                retriever = index_retriever(sub, kind, "hybrid")
+                measure(kind, label, lambda q, r=retriever: (r.retrieve(q, k=K), 0), questions, rows)
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"retrieval strategies, ClapNQ dev ({len(questions)} answerable questions, {args.profile})")
+    for col in ("corpus", "strategy", f"recall@{K}", "gold first", "LM calls/q", "s/q"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(*r)
+    Console(width=160).print(table)
+    if builds:
+        table = Table(title="index build cost")
+        for col in ("index", "corpus", "nodes added", "nodes total", "LM calls", "LM failures", "minutes", "levels"):
+            table.add_column(col)
+        for r in builds:
+            table.add_row(*r)
+        Console(width=160).print(table)
+
+
+if __name__ == "__main__":
+    main()

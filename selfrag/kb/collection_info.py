@@ -1,0 +1,51 @@
+"""What a router and self-query need to know about a collection: its one-line description (kept in
+the Chroma collection's metadata) and its filterable metadata keys (inferred from stored chunks)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from itertools import islice
+from typing import TYPE_CHECKING
+
+from programs.collection_routing import Collection, CollectionsRetriever
+from programs.filter_grammar import INTERNAL_KEYS, FieldSpec, infer_schema
+
+if TYPE_CHECKING:  # pragma: no cover
+    from selfrag.kb.knowledge_base import KnowledgeBase
+    from selfrag.kb.store import ChromaStore
+
+DESCRIPTION_KEY = "description"
+MAX_DESCRIPTION = 300
+SCHEMA_SAMPLE = 2000
+# Present on every chunk and meaningless as a condition (the source path, the chunker's language guess stay).
+NOT_FILTERS = INTERNAL_KEYS | {"doc_id"}
+
+
+def get_description(store: "ChromaStore") -> str:
+    return str((store.collection.metadata or {}).get(DESCRIPTION_KEY, ""))
+
+
+def set_description(store: "ChromaStore", description: str) -> str:
+    """Store a one-line description on the collection (whitespace collapsed); ValueError when too long."""
+    text = " ".join(str(description).split())
+    if len(text) > MAX_DESCRIPTION:
+        raise ValueError(f"a collection description is one line of at most {MAX_DESCRIPTION} characters, "
+                         f"got {len(text)}")
+    col = store.collection
+    # Chroma refuses hnsw:* keys in a modify (the distance function is fixed at creation); keep the rest.
+    meta = {k: v for k, v in (col.metadata or {}).items() if not k.startswith("hnsw:")}
+    meta[DESCRIPTION_KEY] = text
+    col.modify(metadata=meta)
+    return text
+
+
+def metadata_schema(store: "ChromaStore", sample: int = SCHEMA_SAMPLE) -> dict[str, FieldSpec]:
+    """The filterable metadata keys of a collection, from up to ``sample`` stored chunks."""
+    metas = (meta for _id, _text, meta in store.iter_all(include_sources_only=True))
+    return infer_schema(islice(metas, sample), exclude=NOT_FILTERS)
+
+
+def collections_retriever(kbs: Iterable["KnowledgeBase"], mode: str | None = None) -> CollectionsRetriever:
+    """One retriever over several knowledge bases, each with its description and schema (for routing)."""
+    return CollectionsRetriever([Collection(kb.name, get_description(kb.store), kb.retriever(mode),
+                                            metadata_schema(kb.store)) for kb in kbs])

@@ -1,0 +1,64 @@
+"""Extra indexes stored beside a collection, each in a sibling collection ``<collection>.<suffix>``:
+
+- ``multi-representation`` (``.children``): sentences, an LM summary and hypothetical questions per
+  chunk, pointing to the chunk; retrieved by :class:`ParentDocumentRetriever` (children → parents);
+- ``raptor`` (``.raptor``): the chunks plus a tree of LM summaries of clustered chunks; retrieved
+  as a collapsed tree by that collection's own hybrid retriever.
+
+Both builds are idempotent and cache their LM output by content (see each module).
+``selfrag ingest --index KIND`` calls :func:`build_index` after ingesting; ``ask``/``search`` with
+an index use :func:`index_retriever`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from selfrag.kb.indexes.common import IndexReport, sibling
+from selfrag.kb.indexes.multi_representation import ParentDocumentRetriever, build_multi_representation
+from selfrag.kb.indexes.raptor import build_raptor, cluster_embeddings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from programs.types import Retriever
+    from selfrag.kb.knowledge_base import KnowledgeBase
+
+INDEX_KINDS = ("multi-representation", "raptor")
+
+__all__ = ["INDEX_KINDS", "IndexReport", "ParentDocumentRetriever", "build_index", "build_multi_representation",
+           "build_raptor", "cluster_embeddings", "index_retriever"]
+
+
+def _check(kind: str) -> None:
+    if kind not in INDEX_KINDS:
+        raise ValueError(f"unknown index {kind!r}; choose one of: {', '.join(INDEX_KINDS)}")
+
+
+def build_index(kb: "KnowledgeBase", kind: str, *, summarise: Callable[[list[str]], str] | None = None,
+                questions: Callable[[str], list[str]] | None = None, progress: bool = True,
+                **options: Any) -> IndexReport:
+    """Build or update index ``kind`` of ``kb``. ``summarise(texts) -> str`` and ``questions(text) ->
+    list[str]`` are the LM steps (``programs.summaries.LMSummariser`` / ``LMQuestionWriter``);
+    ``options`` go to the builder (raptor: ``max_levels``, ``max_clusters``, ``max_cluster_size``;
+    multi-representation: ``representations``, ``max_questions``). ValueError for an unknown kind or
+    a missing LM step."""
+    _check(kind)
+    if kb.is_empty():
+        raise ValueError(f"collection {kb.name!r} is empty: ingest documents before building an index")
+    if kind == "raptor":
+        if summarise is None:
+            raise ValueError("the raptor index needs a summariser")
+        return build_raptor(kb, summarise, progress=progress, **options)
+    return build_multi_representation(kb, summarise=summarise, questions=questions, progress=progress, **options)
+
+
+def index_retriever(kb: "KnowledgeBase", kind: str, mode: str | None = None) -> "Retriever":
+    """The retriever over index ``kind`` of ``kb`` (``mode``: dense | bm25 | hybrid, default the KB's);
+    ValueError when the index has not been built."""
+    _check(kind)
+    index = sibling(kb, "raptor" if kind == "raptor" else "children")
+    if index.is_empty():
+        raise ValueError(f"no {kind} index for collection {kb.name!r}: run selfrag ingest --index {kind} first")
+    if kind == "raptor":
+        return index.retriever(mode)
+    return ParentDocumentRetriever(index.retriever(mode), kb.store)

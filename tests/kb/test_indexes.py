@@ -1,0 +1,165 @@
+"""Index side: RAPTOR's tree on a small fixed corpus with a deterministic summariser, the
+multi-representation children → parents index, idempotent re-builds."""
+
+import json
+
+import numpy as np
+import pytest
+
+from selfrag.kb.indexes import build_index, cluster_embeddings, index_retriever
+from selfrag.kb.indexes.common import sibling
+
+TOPICS = {
+    "bike": ["Heron cargo bike range: Heron cargo bike rides 80 km.",
+             "Heron cargo bike battery: Heron cargo bike charges in 4 hours.",
+             "Heron cargo bike frame: Heron cargo bike carries 2 children.",
+             "Heron cargo bike brakes: Heron cargo bike uses hydraulic discs."],
+    "bread": ["Sourdough bread starter: sourdough bread needs flour and water.",
+              "Sourdough bread dough: sourdough bread rises overnight.",
+              "Sourdough bread baking: sourdough bread bakes at 250 degrees.",
+              "Sourdough bread crust: sourdough bread crust gets crisp."],
+    "moon": ["Moon orbit facts: Moon orbit lasts 27 days.", "Moon surface facts: Moon surface has craters.",
+             "Moon tide facts: Moon tide follows gravity.", "Moon landing facts: Moon landing was in 1969."],
+}
+TOPIC_OF = {text: topic for topic, texts in TOPICS.items() for text in texts}
+
+
+class FakeSummariser:
+    """Deterministic: the sorted first two words of each text; records every call."""
+
+    def __init__(self, fail_on: str | None = None):
+        self.calls: list[list[str]] = []
+        self.fail_on = fail_on
+
+    def __call__(self, texts):
+        self.calls.append(list(texts))
+        if self.fail_on and any(self.fail_on in t for t in texts):
+            raise RuntimeError("LM timed out")
+        return "Summary of " + "; ".join(sorted(" ".join(t.split()[:3]) for t in texts))
+
+
+@pytest.fixture
+def topic_kb(make_kb):
+    kb = make_kb("topics")
+    kb.add_documents([(t, {"doc_id": f"{topic}{i}", "title": topic})
+                      for topic, texts in TOPICS.items() for i, t in enumerate(texts)])
+    return kb
+
+
+def nodes(kb):
+    tree = sibling(kb, "raptor")
+    return {cid: (text, meta) for cid, text, meta in tree.store.iter_all()}
+
+
+def test_raptor_builds_one_summary_per_topic_and_a_root(topic_kb):
+    summarise = FakeSummariser()
+    report = build_index(topic_kb, "raptor", summarise=summarise, progress=False)
+    assert report.levels == [12, 3, 1] and report.lm_calls == 4 == len(summarise.calls)
+    assert report.nodes_total == report.nodes_added == 16 and report.collection == "topics.raptor"
+    tree = nodes(topic_kb)
+    level1 = [(cid, meta) for cid, (_t, meta) in tree.items() if meta.get("raptor_level") == 1]
+    leaves = {cid: text for cid, (text, meta) in tree.items() if meta.get("raptor_level") == 0}
+    assert len(leaves) == 12 and len(level1) == 3
+    topics_covered = sorted(sorted({TOPIC_OF[leaves[c]] for c in json.loads(meta["children"])}) for _, meta in level1)
+    assert topics_covered == [["bike"], ["bread"], ["moon"]]  # each cluster is one topic
+    root = [meta for _t, meta in tree.values() if meta.get("raptor_level") == 2]
+    assert len(root) == 1 and sorted(json.loads(root[0]["children"])) == sorted(cid for cid, _ in level1)
+    assert sorted(len(c) for c in summarise.calls) == [3, 4, 4, 4]
+
+
+def test_collapsed_tree_retrieval_returns_leaves_and_summaries(topic_kb):
+    build_index(topic_kb, "raptor", summarise=FakeSummariser(), progress=False)
+    got = index_retriever(topic_kb, "raptor").retrieve("Heron cargo bike", k=5)
+    levels = {p.metadata["raptor_level"] for p in got}
+    assert levels == {0, 1} and all("Heron" in p.text for p in got)
+
+
+def test_raptor_rebuild_is_idempotent_and_only_changed_clusters_are_resummarised(topic_kb):
+    build_index(topic_kb, "raptor", summarise=FakeSummariser(), progress=False)
+    before = nodes(topic_kb)
+    again = FakeSummariser()
+    report = build_index(topic_kb, "raptor", summarise=again, progress=False)
+    assert again.calls == [] and report.nodes_added == 0 and report.nodes_removed == 0
+    assert nodes(topic_kb) == before
+    topic_kb.add_documents([("Heron cargo bike lights: Heron cargo bike lights use a dynamo.", {"doc_id": "bike9"})])
+    changed = FakeSummariser()
+    report = build_index(topic_kb, "raptor", summarise=changed, progress=False)
+    assert len(changed.calls) == 2  # the bike cluster and the root; bread and moon come from the cache
+    assert any("Heron cargo bike lights:" in t for t in changed.calls[0])
+    assert report.nodes_removed == 2 and report.nodes_added == 3  # new leaf, new bike summary, new root
+    assert report.levels == [13, 3, 1]
+
+
+def test_a_failed_summary_leaves_its_cluster_unmerged(topic_kb):
+    summarise = FakeSummariser(fail_on="Moon")
+    report = build_index(topic_kb, "raptor", summarise=summarise, progress=False)
+    assert report.lm_failures >= 1
+    assert not any("Moon" in text for text, meta in nodes(topic_kb).values() if meta.get("raptor_level", 0) > 0)
+
+
+def test_cluster_embeddings_separates_blobs_bounds_size_and_is_deterministic():
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(3, 32)) * 5
+    x = np.concatenate([c + rng.normal(size=(6, 32)) * 0.1 for c in centres])
+    groups = cluster_embeddings(x, reduce_dims=5)
+    assert sorted(sorted(g) for g in groups) == [list(range(0, 6)), list(range(6, 12)), list(range(12, 18))]
+    assert cluster_embeddings(x, reduce_dims=5) == groups
+    capped = cluster_embeddings(x, max_cluster_size=4, reduce_dims=5)
+    assert max(len(g) for g in capped) <= 4 and sorted(i for g in capped for i in g) == list(range(18))
+    assert cluster_embeddings(x[:1]) == [[0]]
+
+
+class FakeQuestions:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, text):
+        self.calls.append(text)
+        return [f"What about {' '.join(text.split()[:3])}?", f"What about {' '.join(text.split()[:3])}?", "x", "y"]
+
+
+def test_multi_representation_children_point_to_parents_and_rebuild_is_idempotent(topic_kb):
+    summarise, questions = FakeSummariser(), FakeQuestions()
+    report = build_index(topic_kb, "multi-representation", summarise=summarise, questions=questions,
+                         max_questions=3, progress=False)
+    assert report.lm_calls == 24 and len(summarise.calls) == 12 and len(questions.calls) == 12
+    children = sibling(topic_kb, "children")
+    metas = [meta for _i, _t, meta in children.store.iter_all(include_sources_only=True)]
+    parent_ids = set(topic_kb.store.all_ids())
+    assert {m["parent_id"] for m in metas} == parent_ids
+    per_rep = {r: sum(1 for m in metas if m["representation"] == r) for r in ("sentences", "summary", "questions")}
+    assert per_rep == {"sentences": 12, "summary": 12, "questions": 36}  # one sentence each: its own child; max 3 questions after dedup
+    retriever = index_retriever(topic_kb, "multi-representation")
+    got = retriever.retrieve("sourdough bread crust crisp", k=2)
+    assert len(got) == 2 and len({p.id for p in got}) == 2 and all(p.id in parent_ids for p in got)
+    assert got[0].text == "Sourdough bread crust: sourdough bread crust gets crisp." and got[0].metadata["matched"]
+    again_s, again_q = FakeSummariser(), FakeQuestions()
+    report = build_index(topic_kb, "multi-representation", summarise=again_s, questions=again_q, progress=False)
+    assert again_s.calls == again_q.calls == [] and report.nodes_added == 0 and report.nodes_removed == 0
+    removed = topic_kb.delete_source("doc:moon0")
+    assert removed == 1
+    report = build_index(topic_kb, "multi-representation", summarise=again_s, questions=again_q, progress=False)
+    assert report.nodes_removed == 1 + 1 + 3 and again_s.calls == []
+
+
+def test_multi_representation_sentences_only_needs_no_lm(topic_kb):
+    report = build_index(topic_kb, "multi-representation", representations=["sentences"], progress=False)
+    assert report.lm_calls == 0 and report.nodes_total == 12
+
+
+@pytest.mark.parametrize("kind,kwargs,message", [
+    ("tree", {}, "unknown index 'tree'"),
+    ("raptor", {}, "needs a summariser"),
+    ("multi-representation", {}, "needs a summariser"),
+    ("multi-representation", {"representations": ["pictures"]}, "representations must be some of"),
+])
+def test_bad_index_requests_name_the_problem(topic_kb, kind, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        build_index(topic_kb, kind, progress=False, **kwargs)
+
+
+def test_empty_collection_and_unbuilt_index_are_errors(make_kb, topic_kb):
+    with pytest.raises(ValueError, match="is empty"):
+        build_index(make_kb("empty"), "raptor", summarise=FakeSummariser())
+    with pytest.raises(ValueError, match="run selfrag ingest --index raptor first"):
+        index_retriever(topic_kb, "raptor")

@@ -1,0 +1,190 @@
+"""Routing over collections, self-query filters and reranking inside a program's retrieval."""
+
+import dspy
+import pytest
+
+from programs.collection_routing import Collection, CollectionsRetriever, parse_route
+from programs.filter_grammar import FieldSpec
+from programs.rerank import order_by_scores, parse_ranking
+from programs.selfrag import SelfRAG
+from programs.settings import ProgramSettings
+from programs.strategy_retrieval import StrategyRetrieval
+from programs.baselines import VanillaRAG
+from tests.fakes import ListRetriever, passage, scripted_lm
+
+ANSWER = {"answer": "It is 80 km.", "citations": [1], "answerable": True}
+
+
+class FilteringRetriever(ListRetriever):
+    """Applies ``{"field": {"$eq": v}}`` / ``$and`` filters like a store would; records the filters."""
+
+    def __init__(self, passages):
+        super().__init__(passages)
+        self.filters = []
+
+    def retrieve(self, query, k=5, filters=None):
+        self.filters.append(filters)
+        ranked = super().retrieve(query, len(self.passages))
+        parts = (filters or {}).get("$and", [filters] if filters else [])
+        keep = [p for p in ranked if all(p.metadata.get(f) == cond["$eq"] for part in parts
+                                         for f, cond in part.items())]
+        return keep[:k]
+
+
+class Strategic(StrategyRetrieval, VanillaRAG):
+    pass
+
+
+class StrategicSelfRAG(StrategyRetrieval, SelfRAG):
+    pass
+
+
+BIKES = [passage("h23", "Heron manual: the range is 80 km.", year=2023, doc_type="manual"),
+         passage("h21", "Heron manual: the range is 60 km.", year=2021, doc_type="manual"),
+         passage("faq", "Heron FAQ: range questions.", year=2023, doc_type="faq")]
+RECIPES = [passage("r1", "Pasta recipe with basil.")]
+SCHEMA = {"year": FieldSpec("year", "int", ("2021", "2023")), "doc_type": FieldSpec("doc_type", "str", ("manual", "faq"))}
+
+
+def collections():
+    return CollectionsRetriever([
+        Collection("bikes", "manuals and FAQs of Heron cargo bikes", FilteringRetriever(BIKES), SCHEMA),
+        Collection("recipes", "cooking recipes", ListRetriever(RECIPES))])
+
+
+def run(cls, retriever, script, question="What is the range of the Heron in the 2023 manual?", **cfg):
+    lm, engine = scripted_lm(script)
+    kwargs = {"metadata_schema": SCHEMA} if cfg.pop("with_schema", False) else {}
+    rag = cls(retriever, config=ProgramSettings(**cfg), generator_lm=lm, adapter=dspy.JSONAdapter(), **kwargs)
+    return rag(question=question).result, engine
+
+
+def step(result, name):
+    return [s for s in result.trace if s.step == name]
+
+
+def test_routing_searches_only_the_chosen_collections_and_drops_unknown_names():
+    script = {"route_collections": {"chosen": ["Bikes", "manuals", "bikes"]}, "generate_answer": ANSWER}
+    result, engine = run(Strategic, collections(), script, route_collections=True, k=2)
+    routed = engine.calls[0][1]["collections"]
+    assert routed.splitlines() == ["bikes: manuals and FAQs of Heron cargo bikes", "recipes: cooking recipes"]
+    assert step(result, "collections")[0].output == ["bikes"] and "manuals" in step(result, "collections")[0].inputs["unknown"]
+    assert all(p.startswith("h") or p == "faq" for p in step(result, "fuse")[0].output)
+    assert all(c.id != "r1" for c in result.citations)
+
+
+def test_routing_to_no_collection_retrieves_nothing_and_the_program_abstains():
+    result, engine = run(Strategic, collections(), {"route_collections": {"chosen": []}}, route_collections=True)
+    assert engine.roles() == ["route_collections"]
+    assert step(result, "retrieve")[0].inputs["skipped"] == "routed to no collection" and result.abstained
+
+
+def test_routing_needs_a_collections_retriever():
+    with pytest.raises(TypeError, match="CollectionsRetriever"):
+        Strategic(ListRetriever(BIKES), config=ProgramSettings(route_collections=True))
+
+
+def test_self_query_filters_are_validated_and_reach_the_store():
+    retriever = FilteringRetriever(BIKES)
+    script = {"extract_filters": {"filters": [{"field": "year", "op": "eq", "value": "2023"},
+                                              {"field": "doc_type", "op": "eq", "value": "manual"},
+                                              {"field": "author", "op": "eq", "value": "Ann"},
+                                              {"field": "year", "op": "gt", "value": {"$ne": None}}]},
+              "generate_answer": ANSWER}
+    result, engine = run(Strategic, retriever, script, self_query=True, with_schema=True, k=2)
+    assert engine.calls[0][1]["metadata_fields"].splitlines() == ["doc_type (str): e.g. manual, faq",
+                                                                   "year (int): e.g. 2021, 2023"]
+    where = {"$and": [{"year": {"$eq": 2023}}, {"doc_type": {"$eq": "manual"}}]}
+    assert retriever.filters == [where]
+    filters = step(result, "filters")[0]
+    assert filters.output == where and filters.inputs["dropped"] == "2"
+    assert "unknown field 'author'" in filters.inputs["dropped_1"] and "expected a int" in filters.inputs["dropped_2"]
+    assert [c.id for c in result.citations] == ["h23"]
+
+
+def test_filters_matching_nothing_are_relaxed_and_recorded():
+    retriever = FilteringRetriever(BIKES)
+    script = {"extract_filters": {"filters": [{"field": "year", "op": "eq", "value": 1999}]}, "generate_answer": ANSWER}
+    result, _ = run(Strategic, retriever, script, self_query=True, with_schema=True, k=2)
+    assert retriever.filters == [{"year": {"$eq": 1999}}, None]
+    assert step(result, "filters_relaxed") and not result.abstained
+
+
+def test_a_failed_filter_extraction_searches_unfiltered():
+    retriever = FilteringRetriever(BIKES)
+    result, _ = run(Strategic, retriever, {"extract_filters": "garbage", "generate_answer": ANSWER},
+                    self_query=True, with_schema=True)
+    assert retriever.filters == [None] and not step(result, "extract_filters")[0].ok
+
+
+def test_self_query_uses_the_routed_collections_schema_and_runs_once_per_question():
+    script = {"route_collections": {"chosen": ["bikes"]},
+              "extract_filters": {"filters": [{"field": "year", "op": "eq", "value": 2023}]},
+              "retrieve_decision": {"decision": "yes"}, "grade_relevance": {"relevance": "irrelevant"},
+              "rewrite_query": {"query": "Heron range km"}}
+    retriever = collections()
+    result, engine = run(StrategicSelfRAG, retriever, script, route_collections=True, self_query=True, k=1,
+                         max_rewrites=1, max_web_rounds=0)
+    assert engine.count("route_collections") == 1 and engine.count("extract_filters") == 1  # the rewrite reuses the plan
+    assert retriever.collections["bikes"].retriever.filters == [{"year": {"$eq": 2023}}] * 2
+    assert [s.inputs["query"] for s in step(result, "retrieve")] == [
+        "What is the range of the Heron in the 2023 manual?", "Heron range km"]
+    assert result.abstained
+
+
+def test_listwise_rerank_orders_the_fused_pool_before_the_top_k():
+    retriever = ListRetriever(BIKES)
+    script = {"rerank": {"ranking": [3, 3, 9, 1]}, "generate_answer": ANSWER}
+    result, engine = run(Strategic, retriever, script, rerank="listwise", rerank_pool=3, k=2)
+    assert engine.roles() == ["rerank", "generate_answer"]
+    pool = [s for s in result.trace if s.step == "retrieve"][0].output
+    assert len(pool) == 3 and engine.calls[0][1]["passages"].count("«") == 3
+    assert step(result, "fuse")[0].output == [pool[2], pool[0]]
+    assert step(result, "rerank")[0].inputs["usable_numbers"] == "2"
+
+
+def test_judge_rerank_orders_by_the_injected_relevance_probability():
+    scores = {"h23": 0.2, "h21": 0.9, "faq": None}
+    calls = []
+
+    def scorer(question, passages):
+        calls.append((question, [p.id for p in passages]))
+        return [scores[p.id] for p in passages]
+
+    lm, engine = scripted_lm({"generate_answer": ANSWER})
+    rag = Strategic(ListRetriever(BIKES), config=ProgramSettings(rerank="auto", k=3), generator_lm=lm,
+                    adapter=dspy.JSONAdapter(), relevance_scorer=scorer)
+    result = rag(question="Heron range?").result
+    assert engine.roles() == ["generate_answer"] and len(calls) == 1
+    assert step(result, "fuse")[0].output == ["h21", "h23", "faq"]
+    assert rag.deepcopy().relevance_scorer is scorer
+
+
+def test_a_failing_scorer_keeps_the_fused_order():
+    def scorer(question, passages):
+        raise RuntimeError("no logprobs")
+
+    lm, _ = scripted_lm({"generate_answer": ANSWER})
+    rag = Strategic(ListRetriever(BIKES), config=ProgramSettings(rerank="judge", k=2), generator_lm=lm,
+                    adapter=dspy.JSONAdapter(), relevance_scorer=scorer)
+    result = rag(question="Heron range?").result
+    assert not step(result, "rerank")[0].ok and len(step(result, "fuse")[0].output) == 2
+
+
+def test_pure_helpers():
+    assert parse_route(["A", "x", "b", "a"], ["a", "b", "c"], 1) == (["a"], ["x"])
+    assert parse_ranking([2, "1", True, 2, 0], 3) == ([1, 0, 2], 1)
+    ps = [passage("x", "x"), passage("y", "y"), passage("z", "z")]
+    assert [p.id for p in order_by_scores(ps, [0.1, None, 0.5])] == ["z", "x", "y"]
+    with pytest.raises(ValueError, match="2 scores for 3 passages"):
+        order_by_scores(ps, [0.1, 0.2])
+
+
+def test_collections_retriever_tags_and_fuses():
+    retriever = collections()
+    got = retriever.retrieve("Heron range pasta", k=3)
+    assert {p.metadata["collection"] for p in got} == {"bikes", "recipes"}
+    assert [p.id for p in retriever.retrieve("pasta", k=2, collections=["recipes", "nope"])] == ["r1"]
+    assert set(retriever.schema()) == {"year", "doc_type"}
+    with pytest.raises(ValueError, match="unique"):
+        CollectionsRetriever([Collection("a", "", ListRetriever([])), Collection("a", "", ListRetriever([]))])
