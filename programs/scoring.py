@@ -43,15 +43,16 @@ class Candidate:
         return w_rel * rel + w_sup * sup + w_use * use
 
     def confidence(self) -> float | None:
-        """P(the answer is supported): P(relevant) × (P(fully) + 0.5·P(partially)); None when the
-        support judge never ran on it."""
+        """How far its passages back the answer: E[support] = P(fully) + 0.5·P(partially); None when the
+        support judge never ran on it. (Relevance already gated the passages through its own threshold;
+        on the local model P(relevant) is far from calibrated — dev ECE 0.35 — so multiplying it in
+        would make the answer threshold track the relevance judge's scale instead of the evidence.)"""
         if not self.support_judged:
             return None
-        rel = self.p_rel if self.p_rel is not None else (1.0 if self.relevant else 0.0)
         if self.p_sup is None:
-            return rel * SUPPORT_VALUE.get(self.support or "no", 0.0)
+            return SUPPORT_VALUE.get(self.support or "no", 0.0)
         total = sum(self.p_sup.values()) or 1.0
-        return rel * sum(SUPPORT_VALUE.get(label, 0.0) * p for label, p in self.p_sup.items()) / total
+        return sum(SUPPORT_VALUE.get(label, 0.0) * p for label, p in self.p_sup.items()) / total
 
 
 def candidate_score(

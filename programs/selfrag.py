@@ -5,8 +5,8 @@ optimizer can compile each one, and the LangGraph-style corrective loop (rewrite
 Every judgement gives a probability per label (from its label tokens' log-probabilities; probability
 1 for the decoded label on a backend without them) and three thresholds — compiled by ``selfrag
 compile``'s calibrate stage — turn them into routes: retrieve when P(retrieve) ≥ δ, keep a passage when
-P(relevant) ≥ its threshold, answer when the chosen candidate's confidence (P(relevant) × (P(fully) +
-0.5·P(partially))) ≥ the answer threshold, else abstain with a reason.
+P(relevant) ≥ its threshold, answer when the chosen candidate's confidence (its expected support,
+P(fully) + 0.5·P(partially)) ≥ the answer threshold, else abstain with a reason.
 
 LM calls per question, at most (``grading = "batched"``, one joint draft)::
 

@@ -51,8 +51,8 @@ def test_calibrate_fits_each_threshold_and_reports(tmp_path):
     assert 0.2 < th["retrieve"] <= 0.45  # separates 0.45 (yes) from 0.2 (no)
     assert report["stages"]["retrieve"]["accuracy_with_rules_fitted"] == 1.0
     assert report["stages"]["retrieve"]["accuracy_with_rules_default"] == 0.5
-    # confidence = P(relevant) 0.4 × E[support]: 0.37 when supported, 0.14 when not
-    assert 0.14 < th["answer"] <= 0.37
+    # confidence = E[support]: 0.925 when supported, 0.35 when not
+    assert 0.35 < th["answer"] <= 0.925
     assert program.compiled_thresholds == Thresholds(**th)
     assert (tmp_path / "reliability-retrieve.png").is_file() and (tmp_path / "coverage-answer.png").is_file()
     assert report["cost"]["lm_calls"] == len(engine.calls)

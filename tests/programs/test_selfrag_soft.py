@@ -108,7 +108,7 @@ def test_relevance_threshold_keeps_a_passage_the_label_calls_irrelevant():
     script = dict(GOOD, grade_relevance={"relevance": "irrelevant"})
     probs = {"grade_relevance_batch": {"relevance": {"relevant": 0.4, "irrelevant": 0.6}}}
     kept, _ = run(script, probs=probs, relevance_threshold=0.3, answer_threshold=0.3, k=1)
-    assert not kept.abstained and kept.confidence == pytest.approx(0.4)  # P(relevant) × E[support]
+    assert not kept.abstained and kept.confidence == pytest.approx(1.0)  # E[support]: fully
     dropped, _ = run(script, probs=probs, k=1, max_rewrites=0)
     assert dropped.abstained and dropped.abstain_reason == "no_relevant_passage"
 
