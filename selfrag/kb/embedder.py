@@ -128,9 +128,18 @@ class SentenceTransformerEmbedder:
 
 
 def make_embedder(model: str, batch_size: int = 64) -> Embedder:
-    """The embedder named by a setting: "hash" or "hash-<dim>" gives a HashEmbedder, anything else
-    a SentenceTransformerEmbedder."""
+    """The embedder named by a setting: "hash" or "hash-<dim>" gives a HashEmbedder; "use-m3" the
+    multilingual Universal Sentence Encoder v3 (English and Chinese, numpy, shipped in its wheel);
+    "e5-small" multilingual-e5-small (slower); anything else a SentenceTransformerEmbedder."""
     if model == "hash" or model.startswith("hash-"):
         dim = int(model.split("-", 1)[1]) if "-" in model else 256
         return HashEmbedder(dim)
+    if model == "use-m3":
+        from selfrag.kb.embedders_use import UseM3Embedder
+
+        return UseM3Embedder(batch_size=batch_size)
+    if model == "e5-small":
+        from selfrag.kb.embedders_e5 import E5SmallEmbedder
+
+        return E5SmallEmbedder(batch_size=min(batch_size, 32))
     return SentenceTransformerEmbedder(model, batch_size=batch_size)

@@ -26,7 +26,9 @@ class DenseRetriever:
     def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]:
         _check_k(k)
         validate_where(filters)
-        return self.store.query(self.embedder.embed([query])[0], k, where=filters)
+        embed_queries = getattr(self.embedder, "embed_queries", None)  # e5 embeds queries with their prefix
+        vector = (embed_queries([query]) if embed_queries is not None else self.embedder.embed([query]))[0]
+        return self.store.query(vector, k, where=filters)
 
 
 class BM25Retriever:
