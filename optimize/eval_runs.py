@@ -4,7 +4,8 @@ Every program runs on the same examples with the same LMs, question by question 
 question 1, then question 2, …, so a partial run compares like with like). Each finished
 (program, question) pair is appended to ``<out_dir>/results.jsonl`` and fsynced; a rerun with the
 same ``out_dir`` skips the pairs already there (a half-written last line from a crash is dropped).
-A program raising on one question is recorded as an error line and counted, never fatal.
+A program raising on one question is recorded as an error line and counted, never fatal; so is a
+question whose deciding LM calls failed (``RAGResult.error``: a dead backend must not score as abstentions).
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ def run_one(program: dspy.Module, name: str, example: Any,
         relevance=relevance_counts(result.trace, row["gold_doc_ids"]),
         usage=result.usage.model_dump(), seconds=seconds, result=result.model_dump(mode="json"),
     )
+    if result.error:  # the deciding LM calls failed: not an answer or an abstention to score
+        row.update(ok=False, error=f"LM failure: {result.error}")
     return row
 
 

@@ -12,6 +12,7 @@ and the plot (:mod:`optimize.eval_summary`, :mod:`optimize.eval_reports`). The c
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,13 +38,15 @@ SUMMARY_PROGRAM_SETTINGS = ("k", "max_candidates", "max_rewrites", "max_web_roun
 
 
 def build_program(spec: ProgramSpec, retriever: Any, *, web_search: Any = None, config: Any = None,
-                  generator_lm: Any = None, critic_lm: Any = None, adapter: Any = None) -> dspy.Module:
+                  generator_lm: Any = None, critic_lm: Any = None, adapter: Any = None,
+                  strict: bool = False) -> dspy.Module:
     """The program of one registry entry; a ``compiled:PATH`` entry gets the artifact's state loaded
-    (raises :class:`programs.artifacts.ArtifactError` for an unusable artifact)."""
+    (raises :class:`programs.artifacts.ArtifactError` for an unusable artifact; ``strict``: also for
+    one whose content hash does not match)."""
     program = spec.cls(retriever, web_search=web_search, config=config, generator_lm=generator_lm,
                        critic_lm=critic_lm, adapter=adapter)
     if spec.artifact is not None:
-        load_state_into(program, spec.artifact)
+        load_state_into(program, spec.artifact, strict=strict)
     return program
 
 
@@ -51,12 +54,62 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S")
 
 
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` when it is a plain folder name (letters, digits, ``.``, ``_``, ``-``; no path, no ``..``),
+    so ``<reports>/<run-id>`` stays inside the reports folder; DataError otherwise."""
+    if not isinstance(run_id, str) or not _RUN_ID.match(run_id) or ".." in run_id:
+        raise DataError(f"invalid run id {run_id!r}: use 1-128 letters, digits, '.', '_' or '-' "
+                        "(a folder name under the reports folder, not a path)")
+    return run_id
+
+
+def _shaping(settings: Any, dataset: str) -> dict[str, Any]:
+    """What makes a run's results comparable: a resumed run must have the same."""
+    lm = settings.lm
+    return {"dataset": dataset, "profile": lm.profile, "model": lm.model,
+            "lm": {"critic_model": lm.critic_model, "api_base": lm.api_base, "temperature": lm.temperature,
+                   "max_tokens": lm.max_tokens, "adapter": lm.adapter, "logprobs": lm.logprobs},
+            "program_settings": settings.program.model_dump(mode="json"),
+            "retrieval": settings.retrieval.model_dump(mode="json"),
+            "web": settings.web.backend}
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new), key=str):
+            if key in old and key in new:
+                out += _differences(old[key], new[key], f"{prefix}{key}.")
+            elif key in new and new[key] is not None:  # a key the old run did not record: not comparable
+                continue
+        return out
+    return [] if old == new else [f"{prefix.rstrip('.')}: {old!r} → {new!r}"]
+
+
 def _run_config(settings: Any, dataset: str, labels: list[str], limit: int | None, run_id: str,
                 examples: list[Any], config_path: Path) -> tuple[dict[str, Any], list[Any]]:
     """The run's config and examples: a new run takes ``balanced(examples, limit)``; a resumed one
-    (its config exists) the questions it started with, and adds the new programs to its list."""
+    (its config exists) the questions it started with, and adds the new programs to its list.
+
+    A resume is refused (DataError saying which) when its dataset, ``limit`` (None = the run's), LM,
+    program, retrieval or web settings differ from the run's: its old results would be relabelled."""
+    shaping = _shaping(settings, dataset)
     if config_path.is_file():
-        config = json.loads(config_path.read_text(encoding="utf-8"))
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DataError(f"run {run_id}: its {config_path} is unreadable ({exc}); use another --run-id") from None
+        if not isinstance(config, dict) or not isinstance(config.get("example_ids"), list):
+            raise DataError(f"run {run_id}: {config_path} is not a run config; use another --run-id")
+        diffs = _differences({k: config[k] for k in shaping if k in config}, shaping)
+        if limit is not None and limit != config.get("limit"):
+            diffs.append(f"limit: {config.get('limit')!r} → {limit!r}")
+        if diffs:
+            raise DataError(f"run {run_id} was started with other settings ({'; '.join(diffs)}); resume it with "
+                            "the same ones, or start a new run with another --run-id")
         by_id = {example_id(e): e for e in examples}
         missing = [i for i in config["example_ids"] if i not in by_id]
         if missing:
@@ -64,11 +117,9 @@ def _run_config(settings: Any, dataset: str, labels: list[str], limit: int | Non
         config["programs"] = list(dict.fromkeys([*config.get("programs", []), *labels]))
         return config, [by_id[i] for i in config["example_ids"]]
     examples = balanced(examples, limit)
-    config = {"run_id": run_id, "dataset": dataset, "programs": labels, "limit": limit,
+    config = {"run_id": run_id, "programs": labels, "limit": limit,
               "example_ids": [example_id(e) for e in examples], "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-              "profile": settings.lm.profile, "model": settings.lm.model,
-              "program_settings": settings.program.model_dump(mode="json"),
-              "retrieval": settings.retrieval.model_dump(mode="json")}
+              **shaping}
     return config, examples
 
 
@@ -76,7 +127,7 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
              knowledge_base: Callable[[str], Any], datasets_dir: Path | str, splits_dir: Path | str,
              web_search: Any = None, limit: int | None = None, run_id: str | None = None,
              reports_dir: Path | str = "reports", support_limit: int = 0, semantic_f1: bool = False,
-             reporter: Reporter | None = None, ingest_progress: bool = False,
+             reporter: Reporter | None = None, ingest_progress: bool = False, strict: bool = False,
              on_row: Callable[[dict[str, Any]], None] | None = None) -> tuple[Path, dict[str, Any]]:
     """Run ``programs`` on ``dataset`` (resuming ``run_id`` when its folder exists: the examples are the
     ones the run started with) and write the reports. Returns ``(out_dir, summary)``.
@@ -91,24 +142,29 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
             ``retriever``, ``name``); the run uses ``eval-<corpus>``.
         datasets_dir / splits_dir: the public datasets (the corpus) and the derived splits (dev questions).
         web_search: the programs' web fallback (None = no web).
+        run_id: a folder name (:func:`check_run_id`); a resume must use the run's settings
+            (:func:`_run_config` refuses it otherwise, naming the differences).
+        strict: refuse a ``compiled:`` artifact whose content hash does not match.
+
+    Every program is built (its artifact checked) before the run's folder or the knowledge base is written.
     """
     labels = [spec.label for spec in programs]
-    run_id = run_id or new_run_id()
+    run_id = check_run_id(run_id) if run_id is not None else new_run_id()
     out_dir = Path(reports_dir) / run_id
     config_path = out_dir / CONFIG
     config, examples = _run_config(settings, dataset, labels, limit, run_id, load_examples(dataset, splits_dir),
                                    config_path)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
     corpus = corpus_name(dataset, examples)
     kb = knowledge_base(f"eval-{corpus}")
-    added = ensure_corpus(kb, sources.corpus_documents(corpus, Path(datasets_dir)), progress=ingest_progress)
     retriever = kb.retriever()
     generator, critic, adapter = lms
     built = {spec.label: build_program(spec, retriever, web_search=web_search, config=settings.program,
-                                       generator_lm=generator, critic_lm=critic, adapter=adapter)
+                                       generator_lm=generator, critic_lm=critic, adapter=adapter, strict=strict)
              for spec in programs}
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    added = ensure_corpus(kb, sources.corpus_documents(corpus, Path(datasets_dir)), progress=ingest_progress)
     support_examples = load_split("support", "dev", splits_dir)[:support_limit] if support_limit else []
     judge = SemanticF1Judge(critic or generator, adapter) if semantic_f1 else None
     rows = run_eval(built, examples, out_dir, support_examples=support_examples, semantic_f1=judge,

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, TypeVar
 import dspy
 
 from programs.batch_grading import parse_batch_verdicts
+from programs.failures import deciding_failure, web_passages_used
 from programs.judging import field_labels, record_soft, soft_items, soft_of
 from programs.passages import ABSTAIN_ANSWER, cited_passages, citation, format_passages, passage_ref
 from programs.passages import quote_safe  # noqa: F401 - optimize/compile.py imports it from here (for now)
@@ -129,11 +130,17 @@ class RAGModule(dspy.Module):
         return new
 
     # ------------------------------------------------------------------ plumbing
-    @staticmethod
-    def _question(question: str) -> str:
+    def _question(self, question: str) -> str:
+        """The stripped question; ValueError (before any LM call) for an empty one or one longer than
+        ``config.max_question_chars`` (it would overflow the prompt of every judgement)."""
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question must be a non-empty string")
-        return question.strip()
+        question = question.strip()
+        limit = self.config.max_question_chars
+        if len(question) > limit:
+            raise ValueError(f"the question is {len(question)} characters long; the limit is {limit} "
+                             "(program.max_question_chars)")
+        return question
 
     def _map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         return parallel_map(fn, items, self.config.num_threads)
@@ -263,9 +270,14 @@ class RAGModule(dspy.Module):
                 retrieved: bool = True, used_web: bool = False, reason: AbstainReason | None = None,
                 withheld: Candidate | None = None) -> dspy.Prediction:
         """The prediction for ``best`` (None = abstain, recorded as an ``abstain`` step with its
-        ``reason``; ``withheld`` is a candidate that was not good enough, kept in the trace)."""
+        ``reason``; ``withheld`` is a candidate that was not good enough, kept in the trace).
+
+        ``result.error`` is set when the LM calls that decided the answer failed
+        (:func:`programs.failures.deciding_failure`; an abstention then has the reason ``lm_error``), and
+        ``used_web`` only when a web search returned passages."""
+        failure = deciding_failure(tracer.steps)
         if best is None:
-            reason = reason or "no_relevant_passage"
+            reason = "lm_error" if failure is not None else (reason or "no_relevant_passage")
             tracer.note("abstain", {"reason": reason, "answer": ABSTAIN_ANSWER},
                         **({"withheld": withheld.answer} if withheld is not None else {}))
         cfg = self.config
@@ -277,12 +289,14 @@ class RAGModule(dspy.Module):
             citations=[citation(p) for p in cited],
             retrieved=retrieved,
             abstained=best is None,
-            used_web=used_web,
+            used_web=used_web and web_passages_used(tracer.steps),
             supported=(best.support or "no") if best is not None and best.support_judged else None,
             usefulness=None if best is None else best.usefulness,
             score=round(best.score(cfg.w_rel, cfg.w_sup, cfg.w_use), 4) if best and self.reports_score else None,
             abstain_reason=None if best is not None else reason,
             confidence=None if confidence is None else round(confidence, 4),
+            error=None if failure is None else failure.message(),
+            error_kind=None if failure is None else failure.kind,
             trace=tracer.steps,
             usage=tracer.usage,
             seconds=round(time.perf_counter() - start, 4),

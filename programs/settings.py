@@ -40,6 +40,8 @@ class ProgramSettings(BaseModel):
     w_rel: float = 1.0
     w_sup: float = 1.0
     w_use: float = 0.5
+    # A longer question is refused before any LM call: it would overflow every judgement's prompt.
+    max_question_chars: int = Field(2000, ge=10, le=100_000)
     num_threads: int = Field(1, ge=1, le=32)  # parallel LM calls (1 for an in-process model)
     passage_chars: int = Field(450, ge=100)  # the window of each passage a draft and its judges read
     # CorrectiveRAG (CRAG): the evaluator scores each passage 0-10; some score >= crag_upper means

@@ -121,6 +121,9 @@ AbstainReason = Literal[
 ]
 """Why a program abstained (see ``programs.thresholds.ABSTAIN_REASONS`` for each)."""
 
+LMFailureKind = Literal["unreachable", "auth", "context_overflow", "timeout", "rate_limited", "parse", "other"]
+"""Why the LM calls that decide an answer failed (:func:`programs.failures.failure_kind`)."""
+
 
 class RAGResult(BaseModel):
     """What a question produced (every program returns it): the answer, its evidence, the path taken and its cost."""
@@ -136,6 +139,10 @@ class RAGResult(BaseModel):
     score: float | None = None
     abstain_reason: AbstainReason | None = None  # set exactly when ``abstained``
     confidence: float | None = None  # P(the answer is supported), from the soft judgements; None when not judged
+    # Set when the LM calls that decide the answer failed (a dead or refusing backend, an overflowing
+    # prompt): the result is then not an honest answer or abstention. ``error`` starts with the kind.
+    error: str | None = None
+    error_kind: LMFailureKind | None = None
     trace: list[TraceStep] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     seconds: float = 0.0

@@ -34,7 +34,9 @@ def build_knowledge_base(settings: Settings, collection: str | None = None, embe
 
 
 def ensure_demo_corpus(kb: KnowledgeBase, progress: bool = False) -> bool:
-    """Ingest the bundled demo corpus into an empty knowledge base. Returns True when it did."""
+    """Ingest the bundled demo corpus into ``kb`` when it is empty. Returns True when it did. The
+    caller decides whether ``kb`` may receive it (:func:`build_runtime` only gives it to the default
+    collection at the default path, :func:`selfrag.kb.factory.is_default_knowledge_base`)."""
     if not kb.is_empty():
         return False
     logger.info("knowledge base is empty: ingesting the demo corpus from %s", paths.demo_corpus())
@@ -106,29 +108,41 @@ class Runtime:
 
 
 def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | None = None,
-                  load_default_artifact: bool = True, progress: bool = False) -> Runtime:
-    """Build knowledge base (ingesting the demo corpus when empty), LMs, web search and the program
-    registered as ``settings.program.strategy``, then load the compiled artifact
-    (``settings.program_path``; else, for ``selfrag``, the shipped default if present)."""
+                  load_default_artifact: bool = True, progress: bool = False, demo: bool | None = None,
+                  strict: bool = False) -> Runtime:
+    """Build knowledge base, LMs, web search and the program registered as
+    ``settings.program.strategy``, and load the compiled artifact (``settings.program_path``; else, for
+    ``selfrag``, the shipped default if present).
+
+    Everything that can be refused is checked before any store is written: the settings (already
+    resolved), the model files (building the LMs), the artifact (loaded into the program, ``strict``:
+    a content-hash mismatch is refused instead of warned about). Only then is the demo corpus ingested
+    into an empty knowledge base — when ``demo`` is True, or (None, the default) when it is the default
+    collection at the default path — and the web search built (the offline web fills its collection)."""
     from programs.artifacts import load_state_into
     from programs.registry import program_class
+    from selfrag.kb.factory import is_default_knowledge_base
+    from programs.types import WebSearch
 
-    kb = build_knowledge_base(settings)
-    ingested = False
+    kb = build_knowledge_base(settings)  # no collection is opened yet
     retriever_was_given = retriever is not None
-    if retriever is None:
-        ingested = ensure_demo_corpus(kb, progress=progress)
-        retriever = kb.retriever()
     generator, critic, adapter = lms if lms is not None else build_lms(settings)
     program = program_class(settings.program.strategy)(
-        retriever, web_search=build_web(settings), config=settings.program,
+        retriever if retriever_was_given else kb.retriever(), web_search=None, config=settings.program,
         generator_lm=generator, critic_lm=critic, adapter=adapter)
     artifact = settings.program_path
     shipped = paths.default_artifact()
     if artifact is None and load_default_artifact and settings.program.strategy == "selfrag" and shipped.is_file():
         artifact = shipped  # compiled for SelfRAG only
     if artifact is not None:
-        load_state_into(program, Path(artifact))
+        load_state_into(program, Path(artifact), strict=strict)
+    ingested = False
+    if not retriever_was_given and (demo if demo is not None else is_default_knowledge_base(settings.kb)):
+        ingested = ensure_demo_corpus(kb, progress=progress)
+    web = build_web(settings)
+    if web is not None and not isinstance(web, WebSearch):
+        raise TypeError(f"web_search must implement search(query, max_results); got {type(web).__name__}")
+    program.web_search = web  # built last: the offline web writes its own collection
     return Runtime(settings=settings, kb=kb, program=program, ingested_demo=ingested,
                    artifact=Path(artifact) if artifact is not None else None, custom_retriever=retriever_was_given)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -12,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from selfrag.cli.common import (CollectionOpt, ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, err_console, fail,
-                                settings_from)
+                                plain, quiet_libraries, settings_from, stdout_to_stderr)
 
 if TYPE_CHECKING:  # pragma: no cover
     from programs.types import RAGResult
@@ -22,6 +23,8 @@ def ask(
     question: Annotated[str, typer.Argument(help="The question to answer.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the full result (answer, citations, trace) as JSON.")] = False,
     program: Annotated[Optional[Path], typer.Option("--program", help="Compiled artifact to load (JSON).")] = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Refuse an artifact whose content does not match its recorded hash.")] = False,
     profile: ProfileOpt = None,
     model: ModelOpt = None,
     strategy: Annotated[Optional[str], typer.Option("--strategy", help="selfrag | crag (corrective retrieval).")] = None,
@@ -29,9 +32,13 @@ def ask(
     web: Annotated[Optional[str], typer.Option("--web", help="Web fallback: none | tavily | offline.")] = None,
     collection: CollectionOpt = None,
     threads: ThreadsOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No spinner or progress bars.")] = False,
     config: ConfigOpt = None,
 ) -> None:
-    """Answer QUESTION from the knowledge base (the bundled demo corpus when it is empty)."""
+    """Answer QUESTION from the knowledge base (the default one gets the bundled demo corpus when empty).
+
+    Exits 1 when the LM calls that decide the answer failed (backend unreachable, key refused, prompt
+    too long, timeouts): the cause is printed, and ``--json`` still prints the result with its ``error``."""
     if not question.strip():
         fail("the question is empty", 2)
     settings = settings_from(config, {
@@ -41,19 +48,46 @@ def ask(
         "kb": {"collection": collection},
         "program_path": program,
     })
+    limit = settings.program.max_question_chars
+    if len(question.strip()) > limit:
+        fail(f"the question is {len(question.strip())} characters long; the limit is {limit} "
+             "(program.max_question_chars)", 2)
+    from selfrag.kb.factory import is_default_knowledge_base, require_collection
     from selfrag.wiring import build_runtime
 
-    with console.status("Loading knowledge base and model…", spinner="dots") as status:
-        runtime = build_runtime(settings, progress=False)
+    demo = is_default_knowledge_base(settings.kb)
+    if not demo and require_collection(settings.kb) == 0:
+        err_console.print(plain(f"warning: collection {settings.kb.collection!r} is empty; "
+                                "ingest documents with `selfrag ingest PATH`", "yellow"), soft_wrap=True)
+    if quiet:
+        quiet_libraries()
+    status = err_console.status("Loading knowledge base and model…", spinner="dots") if not quiet \
+        else contextlib.nullcontext()
+    with stdout_to_stderr(), status as spinner:
+        runtime = build_runtime(settings, progress=False, demo=demo, strict=strict)
         if runtime.ingested_demo:
-            err_console.print(f"Knowledge base was empty: ingested the demo corpus ({runtime.kb.count()} chunks).")
-        status.update("Thinking: retrieve, grade, draft, critique…")
+            err_console.print(plain(f"Knowledge base was empty: ingested the demo corpus into "
+                                    f"{settings.kb.collection!r} ({runtime.kb.count()} chunks)."), soft_wrap=True)
+        if spinner is not None:
+            spinner.update("Thinking: retrieve, grade, draft, critique…")
         result: RAGResult = runtime.answer(question)
 
     if as_json:
-        typer.echo(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
-        return
-    render(result)
+        typer.echo(_json(result))
+    else:
+        render(result)
+    if result.error:
+        fail(f"no answer: {result.error}", 1)
+
+
+def _json(result: RAGResult) -> str:
+    payload = result.model_dump(mode="json")
+    try:
+        text = json.dumps(payload, ensure_ascii=False, indent=2)
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:  # lone surrogates (an undecodable file name): escape them
+        return json.dumps(payload, ensure_ascii=True, indent=2)
 
 
 def _flags(result: RAGResult) -> Text:
@@ -85,15 +119,17 @@ def render(result: RAGResult) -> None:
     from programs.thresholds import ABSTAIN_REASONS
 
     flags = _flags(result)
-    console.print(Panel(Text(result.answer), title="Answer", subtitle=flags if flags else None, expand=False))
+    console.print(Panel(plain(result.answer), title="Answer", subtitle=flags if flags else None, expand=False))
     if result.abstained and result.abstain_reason:
         console.print(Text(ABSTAIN_REASONS.get(result.abstain_reason, ""), style="dim"))
+    if result.error:
+        console.print(plain(f"LM failure: {result.error}", "bold red"), soft_wrap=True)
     if result.citations:
         table = Table(title="Citations", show_lines=False)
         for col in ("#", "source", "snippet"):
             table.add_column(col)
         for i, c in enumerate(result.citations, 1):
-            table.add_row(str(i), Text(c.source or c.id), Text(c.snippet[:100] + ("…" if len(c.snippet) > 100 else "")))
+            table.add_row(str(i), plain(c.source or c.id), plain(c.snippet[:100] + ("…" if len(c.snippet) > 100 else "")))
         console.print(table)
     trace = Table(title="Trace")
     for col in ("step", "inputs", "output", "P", "ok", "s", "LM", "tokens"):
@@ -104,7 +140,7 @@ def render(result: RAGResult) -> None:
         probs = "" if not s.probs else " ".join(f"{k}:{v:.2f}" for k, v in s.probs.items() if v >= 0.005)
         probs += "" if s.soft is not False else " (hard)"
         tokens = f"{s.prompt_tokens}+{s.completion_tokens}" if s.lm_calls else ""
-        trace.add_row(Text(s.step), Text(inputs[:70]), Text(out or ""), Text(probs), "✓" if s.ok else "✗",
+        trace.add_row(plain(s.step), plain(inputs[:70]), plain(out or ""), plain(probs), "✓" if s.ok else "✗",
                       f"{s.seconds:.2f}", str(s.lm_calls), tokens)
     console.print(trace)
     u = result.usage

@@ -8,13 +8,19 @@ offline environment is set by the root callback before a command imports dspy or
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 from typer.core import TyperGroup
 
 from selfrag.errors import SelfRAGError
@@ -45,9 +51,64 @@ _FOREIGN_USER_ERRORS = (
 )
 
 
+# ANSI escape sequences (CSI, OSC, two-byte ESC forms), then any other C0/C1 control character except tab and
+# newline, and the Unicode bidi overrides that reorder what a terminal shows.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(value: object) -> str:
+    """``value`` as text that is safe to show in a terminal: escape sequences and control characters
+    removed (tab and newline kept), and undecodable file-name bytes (surrogates) shown as U+FFFD."""
+    text = str(value)
+    try:
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return _CONTROL.sub("", _ANSI.sub("", text))
+
+
+def plain(value: object, style: str = "") -> Text:
+    """Untrusted text (a document, title, source, question, answer, path, collection name) as a rich
+    :class:`Text`: never interpreted as markup, cleaned of control characters (:func:`clean`)."""
+    return Text(clean(value), style=style)
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(' '.join(clean(message).splitlines()))}", highlight=False,
+                      soft_wrap=True)
     raise typer.Exit(code)
+
+
+def quiet_libraries() -> None:
+    """No library progress bar (sentence-transformers' "Loading weights", tqdm): for ``-q``."""
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ["TQDM_DISABLE"] = "1"
+    logging_module = sys.modules.get("transformers.utils.logging")
+    if logging_module is not None:
+        logging_module.disable_progress_bar()
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Inside, whatever would reach stdout — a print, a library's log line, a C library writing to
+    file descriptor 1 — goes to stderr, so that stdout carries only the command's result (``--json``)."""
+    sys.stdout.flush()
+    saved = None
+    try:
+        if sys.stdout.fileno() == 1:
+            saved = os.dup(1)
+            os.dup2(sys.stderr.fileno(), 1)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def settings_from(config: Path | None, overrides: dict[str, Any]) -> Settings:

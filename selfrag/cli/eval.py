@@ -7,13 +7,15 @@ through :mod:`selfrag.wiring`, folders from :mod:`selfrag.paths`, the program li
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from selfrag import paths
-from selfrag.cli.common import ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, fail, settings_from
+from selfrag.cli.common import (ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, err_console, fail, plain,
+                                quiet_libraries, settings_from)
 from selfrag.errors import SelfRAGError
 
 DEFAULT_PROGRAMS = "selfrag,vanilla-rag,no-retrieval,graded-rag"
@@ -39,6 +41,9 @@ def eval_command(
     model: ModelOpt = None,
     threads: ThreadsOpt = None,
     web: Annotated[Optional[str], typer.Option("--web", help="Web fallback: none | tavily | offline.")] = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Refuse a compiled artifact whose content does not match its recorded hash.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     config: ConfigOpt = None,
 ) -> None:
     """Evaluate programs on dev questions: results.jsonl, summary.json, summary.md and a plot."""
@@ -56,16 +61,25 @@ def eval_command(
         fail(str(exc), 2)
     settings = settings_from(config, {"lm": {"profile": profile, "model": model, "threads": threads},
                                       "web": {"backend": web}})
+    if run_id is not None:
+        from optimize.evaluate import check_run_id
+
+        try:
+            check_run_id(run_id)
+        except OptimizeError as exc:
+            fail(str(exc), 2)
+    if quiet:
+        quiet_libraries()
     try:
         lms = wiring.build_lms(settings)
         web_search = wiring.build_web(settings) if settings.web.backend != "none" else None
-        with RichReporter(console) as reporter:
+        with RichReporter(err_console) if not quiet else contextlib.nullcontext() as reporter:  # progress: stderr
             out_dir, summary = evaluate(
                 settings, dataset, specs, lms=lms, web_search=web_search,
                 knowledge_base=lambda collection: wiring.build_knowledge_base(settings, collection=collection),
                 datasets_dir=paths.datasets_dir(), splits_dir=paths.splits_dir(), limit=limit, run_id=run_id,
                 reports_dir=reports, support_limit=support_limit, semantic_f1=semantic_f1,
-                reporter=reporter, ingest_progress=True)
+                reporter=reporter, ingest_progress=not quiet, strict=strict)
     except (OptimizeError, ArtifactError) as exc:
         fail(str(exc), 2)
     except SelfRAGError as exc:
@@ -74,7 +88,13 @@ def eval_command(
         fail(str(exc))
     typer.echo((out_dir / "summary.md").read_text(encoding="utf-8"))  # plain: the table must not wrap
     errors = sum(s["errors"] for s in summary["programs"].values())
-    console.print(f"reports in {out_dir}" + (f" · [yellow]{errors} question error(s)[/]" if errors else ""))
+    questions = sum(s["questions"] for s in summary["programs"].values())
+    line = plain(f"reports in {out_dir}")
+    if errors:
+        line.append(f" · {errors} question error(s)", style="yellow")
+    console.print(line)
+    if questions and errors == questions:
+        fail(f"every question failed (see {out_dir / 'results.jsonl'}); is the LM backend reachable?", 1)
 
 
 def register(app: typer.Typer) -> None:

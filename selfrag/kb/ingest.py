@@ -38,6 +38,12 @@ class IngestReport:
     chunks_unchanged: int = 0
     chunks_removed: int = 0
     skipped: list[Skipped] = field(default_factory=list)
+    skipped_lines: list[Skipped] = field(default_factory=list)  # bad lines of JSONL files that were loaded
+    # Reconciling a re-ingested folder: the stored sources under it that vanished or became unusable
+    # (empty, undecodable, ...), and how many of their chunks were deleted (none with --no-prune).
+    pruned_sources: list[str] = field(default_factory=list)
+    chunks_pruned: int = 0
+    stale_sources: list[str] = field(default_factory=list)  # what --no-prune kept
     seconds: float = 0.0
 
     @property

@@ -13,7 +13,8 @@ from selfrag.kb.bm25 import BM25Index
 from selfrag.kb.chunking import Chunker
 from selfrag.kb.embedder import Embedder
 from selfrag.kb.ingest import IngestReport, chunk_documents, write_chunks
-from selfrag.kb.loaders import Document, load_paths
+from selfrag.errors import InputError
+from selfrag.kb.loaders import Document, Skipped, load_paths
 from selfrag.kb.retriever import BM25Retriever, DenseRetriever, HybridRetriever
 from selfrag.kb.store import ChromaStore, ids_fingerprint
 from selfrag.kb.text import content_hash
@@ -33,9 +34,11 @@ class KnowledgeBase:
 
     def __init__(self, store: ChromaStore, embedder: Embedder, chunker: Chunker,
                  retrieval: RetrievalSettings | None = None, bm25_dir: Path | None = None,
-                 write_batch: int = 256):
+                 write_batch: int = 256, home: Path | None = None):
+        """``home``: the knowledge base's own folder (Chroma data, BM25 indexes), never ingested."""
         if write_batch < 1:
             raise ValueError(f"write_batch must be >= 1, got {write_batch!r}")
+        self.home = Path(home) if home is not None else None
         self.store = store
         self.embedder = embedder
         self.chunker = chunker
@@ -50,22 +53,66 @@ class KnowledgeBase:
         return self.store.name
 
     # -- writing -------------------------------------------------------------------------------
-    def ingest(self, paths: Sequence[str | os.PathLike[str]], progress: bool = True) -> IngestReport:
+    def ingest(self, paths: Sequence[str | os.PathLike[str]], progress: bool = True, *, prune: bool = True,
+               follow_symlinks: bool = False) -> IngestReport:
         """Load, chunk, embed and store files/folders. Raises FileNotFoundError for a missing path;
-        bad files are skipped and listed in ``report.skipped``."""
+        anything unusable is skipped and listed in ``report.skipped`` (bad JSONL lines in
+        ``report.skipped_lines``), the rest is ingested.
+
+        Re-ingesting reconciles: a changed file's old chunks are replaced, and (``prune``) the chunks of
+        stored sources under an ingested folder — or of an ingested file — that vanished or are now
+        unusable are deleted (``report.pruned_sources``; without ``prune`` they are only listed in
+        ``report.stale_sources``). The knowledge base's own folder is never ingested."""
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
         t0 = time.perf_counter()
-        docs, skipped, loaded = load_paths(paths)
-        report = IngestReport(files_loaded=loaded, documents=len(docs), skipped=skipped)
+        lines: list[Skipped] = []
+        docs, skipped, loaded = load_paths(paths, follow_symlinks=follow_symlinks,
+                                           exclude=[self.home] if self.home is not None else [],
+                                           skipped_lines=lines)
+        report = IngestReport(files_loaded=loaded, documents=len(docs), skipped=skipped, skipped_lines=lines)
         records = chunk_documents(docs, self.chunker)
         write_chunks(self.store, self.embedder, records, replace_sources=sorted({d.source for d in docs}),
                      batch_size=self.write_batch, progress=progress, report=report)
+        stale = self._stale_sources(paths, {d.source for d in docs}, skipped)
+        if prune and stale:
+            ids = [cid for ids in stale.values() for cid in ids]
+            self.store.delete(ids)
+            report.pruned_sources, report.chunks_pruned = sorted(stale), len(ids)
+            log.info("pruned %d chunk(s) of %d vanished or unusable source(s)", len(ids), len(stale))
+        elif stale:
+            report.stale_sources = sorted(stale)
         self._invalidate()
         report.seconds = time.perf_counter() - t0
         log.info("ingested %d file(s): %d chunks added, %d unchanged, %d removed, %d skipped",
                  loaded, report.chunks_added, report.chunks_unchanged, report.chunks_removed, len(skipped))
         return report
+
+    def _stale_sources(self, paths: Sequence[str | os.PathLike[str]], loaded: set[str],
+                       skipped: Sequence[Skipped]) -> dict[str, list[str]]:
+        """Stored sources (source → chunk ids) that an ingest of ``paths`` shows to be stale: under an
+        ingested folder or equal to an ingested file, not loaded now, and either gone from disk or skipped
+        as unusable. Sources that exist but were not visited (hidden, excluded) are left alone."""
+        folders: list[str] = []
+        files: set[str] = set()
+        for raw in paths:
+            real = os.path.realpath(os.path.expanduser(raw))
+            if os.path.isdir(real):
+                folders.append(real)
+            else:
+                files.add(real)
+        if not folders and not files:
+            return {}
+        prefixes = tuple(f.rstrip(os.sep) + os.sep for f in folders)
+        unusable = {os.path.realpath(s.path) for s in skipped}
+        stale: dict[str, list[str]] = {}
+        for cid, _text, meta in self.store.iter_all(include_sources_only=True):
+            src = str(meta.get("source", ""))
+            if not src or src in loaded or not (src in files or src.startswith(prefixes)):
+                continue
+            if src in unusable or not os.path.lexists(src):
+                stale.setdefault(src, []).append(cid)
+        return stale
 
     def add_documents(self, documents: Iterable[tuple[str, dict[str, Any]]], progress: bool = False) -> IngestReport:
         """Add ``(text, metadata)`` pairs. ``metadata`` may carry ``source``, ``title``, ``doc_id``
@@ -97,29 +144,49 @@ class KnowledgeBase:
         report.seconds = time.perf_counter() - t0
         return report
 
-    def delete_source(self, path: str | os.PathLike[str]) -> int:
-        """Delete the chunks of a source (a file path, or every file under a folder path, or a
-        non-file source string). Returns how many chunks were removed."""
+    def sources_matching(self, path: str | os.PathLike[str]) -> dict[str, list[str]]:
+        """The stored sources a ``remove-source`` of ``path`` would delete (source → chunk ids): the
+        source itself (as given or resolved), or every source under it when it is a folder (or when no
+        source equals it). InputError for an empty path or the filesystem root."""
         raw = str(path)
-        candidates = {raw}
+        if not raw.strip():
+            raise InputError("the source to remove is empty; name a file or folder")
         try:
-            candidates.add(str(Path(raw).expanduser().resolve()))
-        except OSError:
-            pass
-        ids: list[str] = []
+            resolved = str(Path(raw).expanduser().resolve())
+        except (OSError, RuntimeError):
+            resolved = raw
+        if resolved == os.sep or Path(resolved).parent == Path(resolved):
+            raise InputError(f"refusing to remove every source under the filesystem root ({raw!r}); "
+                             "use `selfrag delete-collection` to empty a collection")
+        candidates = {raw, resolved}
+        found: dict[str, list[str]] = {}
         for src in candidates:
-            ids.extend(self.store.ids_where({"source": src}))
-        prefixes = tuple(c.rstrip(os.sep) + os.sep for c in candidates if c)
-        if not ids or Path(raw).is_dir():
+            ids = self.store.ids_where({"source": src})
+            if ids:
+                found.setdefault(src, []).extend(ids)
+        if not found or Path(raw).is_dir():
+            prefixes = tuple(c.rstrip(os.sep) + os.sep for c in candidates)
             for cid, _text, meta in self.store.iter_all(include_sources_only=True):
-                if str(meta.get("source", "")).startswith(prefixes):
-                    ids.append(cid)
+                src = str(meta.get("source", ""))
+                if src.startswith(prefixes):
+                    found.setdefault(src, []).append(cid)
+        return {src: sorted(set(ids)) for src, ids in sorted(found.items())}
+
+    def delete_ids(self, ids: Sequence[str]) -> int:
+        """Delete chunks by id; returns how many were asked for."""
         ids = sorted(set(ids))
         if ids:
             self.store.delete(ids)
             self._invalidate()
-        log.info("removed %d chunk(s) of %s", len(ids), raw)
         return len(ids)
+
+    def delete_source(self, path: str | os.PathLike[str]) -> int:
+        """Delete the chunks of a source (a file path, or every file under a folder path, or a
+        non-file source string). Returns how many chunks were removed. InputError for an empty path
+        or the filesystem root (:meth:`sources_matching`)."""
+        n = self.delete_ids([cid for ids in self.sources_matching(path).values() for cid in ids])
+        log.info("removed %d chunk(s) of %s", n, path)
+        return n
 
     def delete_collection(self) -> None:
         """Drop the whole collection and its BM25 index."""
@@ -155,7 +222,7 @@ class KnowledgeBase:
         dense = DenseRetriever(self.store, self.embedder)
         if mode == "dense":
             return dense
-        bm25 = BM25Retriever(self.bm25_index)
+        bm25 = BM25Retriever(self.bm25_index, repair=self.repair_bm25)
         if mode == "bm25":
             return bm25
         r = self.retrieval
@@ -192,6 +259,13 @@ class KnowledgeBase:
                 log.info("loaded BM25 index for %s (%d chunks)", self.name, len(loaded))
                 self._bm25, self._bm25_checked = loaded, True
                 return loaded
+        self._bm25 = self._rebuild_bm25()
+        self._bm25_checked = True
+        return self._bm25
+
+    def repair_bm25(self) -> BM25Index:
+        """Rebuild the BM25 index from Chroma (and save it) after a search found it damaged."""
+        log.warning("the BM25 index of %s is damaged; rebuilding it from the collection", self.name)
         self._bm25 = self._rebuild_bm25()
         self._bm25_checked = True
         return self._bm25

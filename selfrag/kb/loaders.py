@@ -7,6 +7,7 @@ and other scalar fields). Empty, binary, unreadable and undecodable files are sk
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -47,21 +48,105 @@ class SkipFile(Exception):
     """Raised by a loader for a file that must be skipped; the message is the reason."""
 
 
-def iter_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[Path, bool]]:
-    """Yield ``(file, explicit)`` for every file under ``paths`` (folders recursively, sorted,
-    hidden entries ignored). Raises MissingPathError (a FileNotFoundError) for a path that does not exist."""
+class _Walk:
+    """What a walk over the inputs found besides files: what it skipped (with the reason) and why."""
+
+    def __init__(self, follow_symlinks: bool, exclude: Iterable[Path]):
+        self.follow_symlinks = follow_symlinks
+        self.exclude = {Path(os.path.realpath(e)) for e in exclude}
+        self.skipped: list[Skipped] = []
+
+    def skip(self, path: str | os.PathLike[str], reason: str) -> None:
+        self.skipped.append(Skipped(str(path), reason))
+        log.info("skipped %s: %s", path, reason)
+
+    def excluded(self, path: Path) -> bool:
+        real = Path(os.path.realpath(path))
+        return any(real == e or e in real.parents for e in self.exclude)
+
+
+def path_problem(path: Path) -> str | None:
+    """Why an explicitly named path cannot be used (None: it can): permission, a symlink loop, a
+    dangling symlink. Raises MissingPathError when it simply does not exist."""
+    try:
+        os.stat(path)
+        return None
+    except PermissionError:
+        return "permission denied (its folder is not readable)"
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return "unreadable (broken symlink: its target does not exist)"
+        raise MissingPathError(f"path does not exist: {path}") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "unreadable (symlink loop)"
+        return f"unreadable ({exc.strerror or exc})"
+
+
+def _utf8_name(path: Path) -> bool:
+    try:
+        str(path).encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def iter_files(paths: Iterable[str | os.PathLike[str]], walk: _Walk | None = None) -> Iterator[tuple[Path, bool]]:
+    """Yield ``(file, explicit)`` for every file under ``paths`` (folders recursively, sorted, hidden
+    entries ignored). Raises MissingPathError (a FileNotFoundError) for a path that does not exist.
+
+    With ``walk`` (what :func:`load_paths` passes), what cannot be used is recorded there with its reason
+    instead of stopping the walk: an unreadable or looping explicit path, an unreadable subfolder, a
+    folder symlink (not followed), a file symlink pointing out of the ingested folder (unless
+    ``walk.follow_symlinks``), a non-UTF-8 file name, and anything under ``walk.exclude`` (the knowledge
+    base's own folder)."""
+    walk = walk or _Walk(follow_symlinks=True, exclude=())
     for raw in paths:
         p = Path(raw).expanduser()
-        if not p.exists():
-            raise MissingPathError(f"path does not exist: {raw}")
-        if p.is_dir():
-            for root, dirs, files in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                for name in sorted(files):
-                    if not name.startswith("."):
-                        yield Path(root) / name, False
-        else:
+        problem = path_problem(p)
+        if problem is not None:
+            walk.skip(p, problem)
+            continue
+        if walk.excluded(p):
+            walk.skip(p, "inside the knowledge base's own folder (never ingested)")
+            continue
+        if not p.is_dir():
             yield p, True
+            continue
+        top = Path(os.path.realpath(p))
+        for root, dirs, files in os.walk(p, onerror=lambda exc: walk.skip(
+                exc.filename, f"unreadable folder ({exc.strerror or exc})")):
+            kept = []
+            for d in sorted(d for d in dirs if not d.startswith(".")):
+                sub = Path(root) / d
+                if os.path.islink(sub):
+                    walk.skip(sub, "folder symlink (not followed)")
+                elif walk.excluded(sub):
+                    walk.skip(sub, "the knowledge base's own folder (never ingested)")
+                else:
+                    kept.append(d)
+            dirs[:] = kept
+            for name in sorted(f for f in files if not f.startswith(".")):
+                path = Path(root) / name
+                if not _utf8_name(path):
+                    walk.skip(path, "file name is not valid UTF-8")
+                    continue
+                if os.path.islink(path):
+                    try:
+                        target = path.resolve(strict=True)
+                    except (OSError, RuntimeError) as exc:
+                        loop = isinstance(exc, RuntimeError) or getattr(exc, "errno", None) == errno.ELOOP
+                        walk.skip(path, "unreadable (symlink loop)" if loop
+                                  else "unreadable (broken symlink: its target does not exist)")
+                        continue
+                    if not walk.follow_symlinks and top != target and top not in target.parents:
+                        walk.skip(path, "symlink to a file outside the ingested folder (not followed; "
+                                        "--follow-symlinks includes it)")
+                        continue
+                    if walk.excluded(target):
+                        walk.skip(path, "symlink into the knowledge base's own folder")
+                        continue
+                yield path, False
 
 
 def _read_text(path: Path) -> str:
@@ -139,9 +224,45 @@ def load_pdf(path: Path) -> list[Document]:
 
 
 _SCALARS = (str, int, float, bool)
+_MAX_LINE_NOTES = 20  # listed per file; the rest are counted
 
 
-def load_jsonl(path: Path) -> list[Document]:
+def bad_metadata_key(key: Any) -> bool:
+    """A metadata key Chroma refuses: not a string, empty, starting with ``$`` or ``#``, or ``chroma:``."""
+    return not isinstance(key, str) or not key or key.startswith(("$", "#", "chroma:"))
+
+
+def _has_surrogates(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return False
+        except UnicodeEncodeError:
+            return True
+    if isinstance(value, dict):
+        return any(_has_surrogates(k) or _has_surrogates(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_surrogates(v) for v in value)
+    return False
+
+
+def _line_problem(obj: Any) -> str | None:
+    if not isinstance(obj, dict) or not isinstance(obj.get("text"), str) or not obj["text"].strip():
+        return "not an object with a non-empty 'text'"
+    if _has_surrogates(obj):
+        return "invalid Unicode (a lone surrogate escape)"
+    keys = [k for k in obj if k not in ("text", "metadata")]
+    if isinstance(obj.get("metadata"), dict):
+        keys += list(obj["metadata"])
+    bad = [k for k in keys if bad_metadata_key(k)]
+    if bad:
+        return f"metadata key {bad[0]!r} is not allowed (empty, or starting with '$', '#' or 'chroma:')"
+    return None
+
+
+def load_jsonl(path: Path, notes: list[Skipped] | None = None) -> list[Document]:
+    """One document per valid line. A bad line (not JSON, no text, a metadata key Chroma refuses, a
+    lone surrogate) is skipped; with ``notes``, listed there as ``Skipped("<file>:<line>", reason)``."""
     raw = _read_text(path)
     docs: list[Document] = []
     bad = 0
@@ -150,11 +271,13 @@ def load_jsonl(path: Path) -> list[Document]:
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError:
+            problem = _line_problem(obj)
+        except (json.JSONDecodeError, RecursionError):
+            problem = "not valid JSON"
+        if problem is not None:
             bad += 1
-            continue
-        if not isinstance(obj, dict) or not isinstance(obj.get("text"), str) or not obj["text"].strip():
-            bad += 1
+            if notes is not None and bad <= _MAX_LINE_NOTES:
+                notes.append(Skipped(f"{path}:{lineno}", f"line {lineno}: {problem}"))
             continue
         meta: dict[str, Any] = {}
         if isinstance(obj.get("metadata"), dict):
@@ -171,6 +294,8 @@ def load_jsonl(path: Path) -> list[Document]:
         docs.append(Document(text=obj["text"], source=str(path), title=title, key=key, metadata=meta))
     if bad:
         log.warning("%s: skipped %d malformed line(s)", path, bad)
+        if notes is not None and bad > _MAX_LINE_NOTES:
+            notes.append(Skipped(str(path), f"and {bad - _MAX_LINE_NOTES} more bad line(s)"))
     if not docs:
         raise SkipFile("no valid JSONL lines (need objects with a non-empty 'text')" if bad else "empty")
     return docs
@@ -185,31 +310,47 @@ _LOADERS = {
 }
 
 
-def load_file(path: Path) -> list[Document]:
-    """Documents of one file; raises SkipFile with the reason when it cannot be used."""
+def load_file(path: Path, notes: list[Skipped] | None = None) -> list[Document]:
+    """Documents of one file; raises SkipFile with the reason when it cannot be used (``notes``
+    collects the bad lines of a JSONL file)."""
     loader = _LOADERS.get(path.suffix.lower())
     if loader is None:
         raise SkipFile(f"unsupported file type {path.suffix or '(none)'!r}")
-    return loader(path.resolve())
+    try:
+        resolved = path.resolve(strict=True)
+    except RuntimeError as exc:  # Python 3.11 reports a symlink loop this way
+        raise SkipFile("unreadable (symlink loop)") from exc
+    except OSError as exc:
+        raise SkipFile(f"unreadable ({exc.strerror or exc})") from exc
+    return load_jsonl(resolved, notes) if loader is load_jsonl else loader(resolved)
 
 
-def load_paths(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Document], list[Skipped], int]:
+def load_paths(paths: Iterable[str | os.PathLike[str]], *, follow_symlinks: bool = False,
+               exclude: Iterable[str | os.PathLike[str]] = (),
+               skipped_lines: list[Skipped] | None = None) -> tuple[list[Document], list[Skipped], int]:
     """Load every supported file under ``paths``: ``(documents, skipped, files_loaded)``.
-    Unsupported types inside folders are ignored silently; given explicitly, they are skipped
-    and reported."""
+
+    Unsupported types inside folders are ignored silently; given explicitly, they are skipped and
+    reported. Everything else that cannot be used — a bad file, an unreadable path or subfolder, a
+    symlink loop, a folder symlink, a file symlink out of the ingested folder (unless
+    ``follow_symlinks``), a non-UTF-8 file name, anything under ``exclude`` — is in ``skipped`` with its
+    reason; one bad input never stops the others. Bad JSONL lines go to ``skipped_lines`` when given."""
     docs: list[Document] = []
-    skipped: list[Skipped] = []
+    walk = _Walk(follow_symlinks, exclude)
     loaded = 0
-    for path, explicit in iter_files(paths):
+    for path, explicit in iter_files(paths, walk):
         if not explicit and path.suffix.lower() not in SUPPORTED_SUFFIXES:
             log.debug("ignoring %s (unsupported type)", path)
             continue
         try:
-            file_docs = load_file(path)
+            file_docs = load_file(path, skipped_lines)
         except SkipFile as exc:
-            skipped.append(Skipped(str(path), str(exc)))
-            log.info("skipped %s: %s", path, exc)
+            walk.skip(path, str(exc))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a loader failing on one odd file must not stop the ingest
+            log.debug("loading %s failed", path, exc_info=True)
+            walk.skip(path, f"could not be loaded ({type(exc).__name__}: {exc})")
             continue
         docs.extend(file_docs)
         loaded += 1
-    return docs, skipped, loaded
+    return docs, walk.skipped, loaded

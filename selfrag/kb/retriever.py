@@ -33,20 +33,29 @@ class DenseRetriever:
 
 class BM25Retriever:
     """BM25 over an index kept consistent with the collection; ``index_provider`` returns the
-    current index (rebuilding it when the collection changed)."""
+    current index (rebuilding it when the collection changed). A search that fails on a damaged index
+    (``IndexError``/``ValueError`` from the scorer) calls ``repair`` — which rebuilds the index from the
+    collection — and is tried once more."""
 
-    def __init__(self, index_provider: Callable[[], BM25Index]):
+    def __init__(self, index_provider: Callable[[], BM25Index], repair: Callable[[], BM25Index] | None = None):
         self._index = index_provider
+        self._repair = repair
 
     def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]:
         _check_k(k)
         validate_where(filters)
-        index = self._index()
         keep = (lambda meta: matches(filters, meta)) if filters else None
-        return [
-            Passage(id=index.ids[i], text=index.texts[i], score=score, metadata=dict(index.metadatas[i]))
-            for i, score in index.search(query, k, keep)
-        ]
+        try:
+            return self._search(self._index(), query, k, keep)
+        except (IndexError, ValueError):
+            if self._repair is None:
+                raise
+            return self._search(self._repair(), query, k, keep)
+
+    @staticmethod
+    def _search(index: BM25Index, query: str, k: int, keep) -> list[Passage]:
+        return [Passage(id=index.ids[i], text=index.texts[i], score=score, metadata=dict(index.metadatas[i]))
+                for i, score in index.search(query, k, keep)]
 
 
 class HybridRetriever:

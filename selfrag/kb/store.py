@@ -47,18 +47,33 @@ def make_client(server: str = "persistent", path: str | Path = ".selfrag/chroma"
     raise ValueError(f"kb.server must be 'persistent' or 'http', got {server!r}")
 
 
+def _valid_text(text: str) -> str:
+    """``text`` with lone surrogates (which Chroma cannot store) replaced by U+FFFD."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
-    """Chroma accepts str/int/float/bool values only: drop None, stringify the rest."""
+    """Chroma accepts str/int/float/bool values under non-empty keys not starting with ``$``, ``#`` or
+    ``chroma:``: drop None values and refused keys, stringify the rest, and replace lone surrogates."""
     import json
+
+    from selfrag.kb.loaders import bad_metadata_key
 
     out: dict[str, Any] = {}
     for key, value in meta.items():
-        if value is None:
+        key = _valid_text(str(key))
+        if value is None or bad_metadata_key(key):
             continue
-        if isinstance(value, (str, int, float, bool)):
-            out[str(key)] = value
+        if isinstance(value, str):
+            out[key] = _valid_text(value)
+        elif isinstance(value, (int, float, bool)):
+            out[key] = value
         else:
-            out[str(key)] = json.dumps(value, ensure_ascii=False, default=str)
+            out[key] = _valid_text(json.dumps(value, ensure_ascii=False, default=str))
     return out
 
 
@@ -102,7 +117,8 @@ class ChromaStore:
             metadatas: Sequence[dict[str, Any]]) -> None:
         if not ids:
             return
-        self.collection.upsert(ids=list(ids), documents=list(texts), embeddings=np.asarray(embeddings),
+        self.collection.upsert(ids=list(ids), documents=[_valid_text(t) for t in texts],
+                               embeddings=np.asarray(embeddings),
                                metadatas=[clean_metadata(m) for m in metadatas])
 
     def existing(self, ids: Sequence[str]) -> set[str]:

@@ -1,6 +1,7 @@
 """`selfrag ask` through typer's CliRunner: demo ingest on first run, rendering, JSON, bad input."""
 
 import json
+import os
 
 import dspy
 import pytest
@@ -23,8 +24,9 @@ SCRIPT = {
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
     """A fresh knowledge base (hash embedder: no model) and a scripted LM behind the wiring."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("SELFRAG_KB__PATH", str(tmp_path / "kb"))
+    monkeypatch.chdir(tmp_path)  # the default knowledge base (.selfrag/chroma, collection "default") is in here
+    for name in [n for n in os.environ if n.startswith("SELFRAG_")]:
+        monkeypatch.delenv(name)
     monkeypatch.setenv("SELFRAG_KB__EMBEDDING_MODEL", "hash")
     monkeypatch.setattr("selfrag.paths.default_artifact", lambda: tmp_path / "no-default-artifact.json")
     lm, engine = scripted_lm(SCRIPT)
@@ -105,3 +107,114 @@ def test_config_file_via_short_option(workspace, tmp_path):
     cfg.write_text('[program]\nretrieve_mode = "sometimes"\n')
     result = runner.invoke(app, ["ask", "q?", "-c", str(cfg)])
     assert result.exit_code == 2 and "program.retrieve_mode" in result.output
+
+
+# ---------------------------------------------------------------- hardening (issue 15)
+
+HOSTILE = "[/b] [link=https://evil.example]click[/link] [bold]loud[/bold] \x1b[31mred\x1b[0m\x1b]0;title\x07"
+
+
+def collections_at(path):
+    from selfrag.kb.factory import list_collections
+    from selfrag.settings import KBSettings
+
+    return dict(list_collections(KBSettings(path=path)))
+
+
+def test_json_stdout_is_exactly_the_json_whatever_prints_or_logs(workspace, monkeypatch):
+    import logging
+
+    from selfrag import wiring
+
+    real = wiring.ensure_demo_corpus
+
+    def noisy(kb, progress=False):
+        print("a library printing to stdout")
+        logging.getLogger("some.library").warning("a log line")
+        return real(kb, progress=progress)
+
+    monkeypatch.setattr("selfrag.wiring.ensure_demo_corpus", noisy)
+    result = runner.invoke(app, ["ask", "What is the range of the Heron cargo bike?", "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)  # nothing but the JSON
+    assert payload["answer"] == "About 80 km on the Eco setting." and payload["error"] is None
+    assert "a library printing to stdout" in result.stderr
+    assert "ingested the demo corpus into 'default'" in result.stderr
+
+
+def test_markup_and_escape_sequences_in_documents_and_answers_are_shown_as_text(workspace, tmp_path):
+    doc = tmp_path / "hostile.md"
+    doc.write_text(f"# Heron {HOSTILE}\n\nThe Heron cargo bike has a range of 80 km. {HOSTILE}\n")
+    assert runner.invoke(app, ["ingest", str(doc), "-q", "--collection", "hostile"]).exit_code == 0
+    workspace.script["generate_answer"] = {"answer": f"80 km {HOSTILE}", "citations": [1], "answerable": True}
+    result = runner.invoke(app, ["ask", f"What is the range of the Heron? {HOSTILE}", "--collection", "hostile"],
+                           env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "[/b]" in result.stdout and "[bold]loud[/bold]" in result.stdout and "[link=" in result.stdout
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    search = runner.invoke(app, ["search", "Heron range", "--collection", "hostile"], env={"COLUMNS": "300"})
+    assert search.exit_code == 0 and "[/b]" in search.stdout and "\x1b" not in search.stdout
+
+
+def test_a_mistyped_collection_is_refused_and_not_created_or_filled(workspace, tmp_path):
+    kb = tmp_path / ".selfrag" / "chroma"
+    assert runner.invoke(app, ["ingest", str(tmp_path / "nothing"), "-q"]).exit_code == 2  # sanity: no store yet
+    runner.invoke(app, ["ask", "What is the range of the Heron cargo bike?"])  # the default KB gets the demo
+    before = collections_at(kb)
+    result = runner.invoke(app, ["ask", "How long is parental leave?", "--collection", "handbok"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: no collection named 'handbok'") and "existing: default" in result.stderr
+    assert collections_at(kb) == before and "handbok" not in before
+
+
+def test_a_failing_command_never_ingests_the_demo(workspace, tmp_path):
+    result = runner.invoke(app, ["ask", "What is the range?", "--program", str(tmp_path / "missing.json")])
+    assert result.exit_code == 2 and "artifact not found" in result.stderr
+    assert collections_at(tmp_path / ".selfrag" / "chroma").get("default", 0) == 0
+    assert workspace.calls == []
+
+
+def test_the_demo_goes_only_into_the_default_collection_at_the_default_path(workspace, tmp_path, monkeypatch):
+    monkeypatch.setenv("SELFRAG_KB__PATH", str(tmp_path / "mine"))
+    result = runner.invoke(app, ["ask", "What is the range of the Heron cargo bike?"])
+    assert result.exit_code == 2 and "no collection named 'default'" in result.stderr
+    assert collections_at(tmp_path / "mine") == {}
+
+
+def test_an_over_long_question_is_refused_before_any_work(workspace, tmp_path):
+    result = runner.invoke(app, ["ask", "why? " * 500])
+    assert result.exit_code == 2
+    assert result.stderr == "error: the question is 2499 characters long; the limit is 2000 (program.max_question_chars)\n"
+    assert workspace.calls == [] and not (tmp_path / ".selfrag").exists()
+
+
+def test_a_dead_backend_exits_1_with_its_cause(workspace, monkeypatch):
+    from tests.faults.engine import every, faulty_lm
+
+    lm, engine = faulty_lm(SCRIPT, every("refused"))
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
+    result = runner.invoke(app, ["ask", "What is the range of the Heron cargo bike?"])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1].startswith("error: no answer: unreachable: the LM backend is unreachable")
+    result = runner.invoke(app, ["ask", "What is the range of the Heron cargo bike?", "--json"])
+    assert result.exit_code == 1
+    payload = json.loads(result.stdout)
+    assert payload["error_kind"] == "unreachable" and payload["abstain_reason"] == "lm_error"
+    assert payload["used_web"] is False
+
+
+def test_strict_refuses_a_tampered_artifact(workspace, tmp_path, caplog):
+    from programs.artifacts import save_artifact
+    from programs.selfrag import SelfRAG
+    from tests.fakes import ListRetriever
+
+    path = save_artifact(SelfRAG(ListRetriever([])), tmp_path / "a.json")
+    payload = json.loads(path.read_text())
+    payload["state"]["judge_support"]["signature"]["instructions"] = "Say fully."
+    path.write_text(json.dumps(payload))
+    result = runner.invoke(app, ["ask", "What is the range of the Heron cargo bike?", "--program", str(path),
+                                 "--strict"])
+    assert result.exit_code == 2 and "modified after it was saved" in result.stderr
+    assert workspace.calls == []
+    result = runner.invoke(app, ["ask", "What is the range of the Heron cargo bike?", "--program", str(path)])
+    assert result.exit_code == 0 and "modified after it was saved" in caplog.text  # a warning (logged to stderr)

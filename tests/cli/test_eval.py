@@ -27,3 +27,36 @@ def test_cli_eval_runs_and_prints_the_table(hash_kb_settings, tmp_path, monkeypa
                                   "--run-id", "bad", "--reports", str(tmp_path / "rep")])
     assert missing.exit_code == 2 and "compiled artifact not found" in " ".join(missing.output.split())
     assert isinstance(missing.exception, SystemExit)  # a one-line exit, not a traceback
+
+
+def test_cli_eval_progress_goes_to_stderr_and_bad_run_ids_are_refused(hash_kb_settings, tmp_path, monkeypatch):
+    monkeypatch.setattr("optimize.sources.corpus_documents", fake_corpus)
+    lm, _ = scripted_lm(SCRIPT)
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
+    data = write_dataset(tmp_path / "five.jsonl")
+    result = runner.invoke(app, ["eval", "--dataset", str(data), "--programs", "vanilla-rag", "--run-id", "p",
+                                 "--reports", str(tmp_path / "rep")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("# Evaluation p") and "5/5" in result.stderr  # the bar: stderr only
+    assert "━" not in result.stdout
+    bad = runner.invoke(app, ["eval", "--dataset", str(data), "--run-id", "../../escape"])
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: invalid run id '../../escape'")
+    assert not (tmp_path / "escape").exists()
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    r = runner.invoke(app, ["eval", "--dataset", str(empty), "--run-id", "e", "--reports", str(tmp_path / "rep")])
+    assert r.exit_code == 2 and "has no examples" in r.stderr
+
+
+def test_cli_eval_on_a_dead_backend_exits_1(hash_kb_settings, tmp_path, monkeypatch):
+    from tests.faults.engine import every, faulty_lm
+
+    monkeypatch.setattr("optimize.sources.corpus_documents", fake_corpus)
+    lm, _ = faulty_lm(SCRIPT, every("refused"))
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
+    data = write_dataset(tmp_path / "five.jsonl")
+    result = runner.invoke(app, ["eval", "--dataset", str(data), "--programs", "vanilla-rag", "--run-id", "dead",
+                                 "--reports", str(tmp_path / "rep"), "-q"])
+    assert result.exit_code == 1
+    assert "| vanilla-rag | 5 | 5 |" in result.stdout
+    assert result.stderr.startswith("error: every question failed")

@@ -51,3 +51,45 @@ def test_filter_operators():
     assert matches({"$or": [{"n": 1}, {"language": "zh"}]}, m)
     assert not matches({"missing": "x"}, m)
     assert matches({"missing": {"$nin": ["x"]}}, m)
+
+
+def test_concurrent_saves_never_collide_and_leave_a_whole_index(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    versions = [BM25Index([f"id{j}" for j in range(n)], [f"text number {j} about cats" for j in range(n)],
+                          [{"n": j} for j in range(n)], fingerprint=f"fp{n}") for n in (3, 5, 8, 13)]
+    target = tmp_path / "bm25" / "col"
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        saved = list(pool.map(lambda i: versions[i % 4].save(target), range(24)))
+    assert all(saved)
+    loaded = BM25Index.load(target)
+    assert loaded is not None and loaded.consistent()
+    assert loaded.fingerprint in {v.fingerprint for v in versions} and len(loaded) == int(loaded.fingerprint[2:])
+    leftovers = [p.name for p in target.parent.iterdir() if p.name not in ("col", ".col.lock")]
+    assert leftovers == []  # no temporary or old folders left behind
+
+
+def test_a_torn_index_on_disk_is_detected(tmp_path):
+    big = BM25Index([f"id{j}" for j in range(6)], [f"text {j} cats" for j in range(6)], [{}] * 6, "fp6")
+    small = BM25Index(["a", "b"], ["cats", "dogs"], [{}, {}], "fp2")
+    big.save(tmp_path / "big")
+    small.save(tmp_path / "small")
+    # the scorer of one build with the chunk list of another: every search would raise IndexError
+    for name in ("chunks.jsonl", "selfrag_bm25.json"):
+        (tmp_path / "big" / name).write_bytes((tmp_path / "small" / name).read_bytes())
+    assert BM25Index.load(tmp_path / "big") is None
+    (tmp_path / "small" / "data.csc.index.npy").write_bytes(b"\x93NUMPY truncated")
+    assert BM25Index.load(tmp_path / "small") is None
+    (tmp_path / "missing").mkdir()
+    assert BM25Index.load(tmp_path / "missing") is None  # no index at all
+
+
+def test_a_search_on_a_damaged_index_rebuilds_it_once():
+    from selfrag.kb.retriever import BM25Retriever
+
+    good = make()
+    torn = BM25Index(["a"], TEXTS[:1], METAS[:1], "fp", _model=good._model)  # scorer knows 4 docs, list has 1
+    repaired = []
+    retriever = BM25Retriever(lambda: torn, repair=lambda: repaired.append(1) or good)
+    hits = retriever.retrieve("中国", k=2)
+    assert repaired == [1] and [h.id for h in hits] == ["c", "d"]

@@ -130,3 +130,79 @@ def test_an_unreachable_chroma_server_is_one_line(run, monkeypatch):
     monkeypatch.setenv("SELFRAG_KB__PORT", str(port))
     r = run("collections")
     assert r.exit_code == 1 and r.output.startswith(f"error: cannot reach the Chroma server at 127.0.0.1:{port}")
+
+
+# ---------------------------------------------------------------- hardening (issue 15)
+
+
+def _collections(tmp_path):
+    from selfrag.kb.factory import list_collections
+    from selfrag.settings import KBSettings
+
+    return dict(list_collections(KBSettings(path=tmp_path / "chroma")))
+
+
+@pytest.mark.parametrize("command", [["search", "x"], ["stats"], ["remove-source", "x.md"]])
+def test_reading_an_unknown_collection_is_refused_and_does_not_create_it(run, docs_dir, tmp_path, command):
+    assert run("ingest", str(docs_dir), "-q").exit_code == 0
+    r = run(*command, "--collection", "handbok")
+    assert r.exit_code == 2
+    assert r.stderr == (f"error: no collection named 'handbok' at {tmp_path / 'chroma'} (existing: default); "
+                        "create it with `selfrag ingest PATH --collection NAME`\n")
+    assert set(_collections(tmp_path)) == {"default"}
+
+
+def test_markup_and_escapes_in_names_and_texts_never_crash(run, tmp_path):
+    folder = tmp_path / "[b]odd["  # with the file names below, each path reads "…[b]odd[/b]…": a closing tag
+    folder.mkdir()
+    (folder / "b] \x1b[31mnote.md").write_text("# [/b] title [link=x]\n\nText with [/b] markup and \x1b]0;pwn\x07 escapes.\n")
+    (folder / "b] empty.txt").write_text("")
+    r = run("ingest", str(folder), "-q")
+    assert r.exit_code == 0, r.output
+    assert "[b]odd[/b] empty.txt" in r.stdout and "\x1b" not in r.stdout  # the skipped file, as text
+    r = run("search", "markup", "--mode", "bm25")
+    assert r.exit_code == 0 and "[/b] markup" in r.stdout and "[b]odd[/b] note.md" in r.stdout
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout
+    r = run("remove-source", str(folder / "b] nothing"))
+    assert r.exit_code == 1 and "[b]odd[/b] nothing" in r.stderr
+    r = run("stats", "--collection", "[/b]x")
+    assert r.exit_code == 2 and "invalid collection name '[/b]x'" in r.stderr
+
+
+@pytest.mark.parametrize("source", ["", "/"])
+def test_remove_source_refuses_empty_and_root(run, docs_dir, tmp_path, source):
+    assert run("ingest", str(docs_dir), "-q").exit_code == 0
+    r = run("remove-source", source, "--yes")
+    assert r.exit_code == 2 and r.stderr.startswith("error: ")
+    assert _collections(tmp_path)["default"] == 6
+
+
+def test_remove_source_of_several_sources_lists_them_and_asks(run, docs_dir, tmp_path, monkeypatch):
+    assert run("ingest", str(docs_dir), "-q").exit_code == 0
+    r = run("remove-source", str(docs_dir))
+    assert r.exit_code == 2 and "5 sources (6 chunks)" in r.stdout and "cats.md" in r.stdout
+    assert "--yes" in r.stderr and _collections(tmp_path)["default"] == 6
+    monkeypatch.setattr("selfrag.cli.kb.stdin_is_interactive", lambda: True)
+    r = CliRunner().invoke(app, ["remove-source", str(docs_dir)], input="n\n")
+    assert r.exit_code == 1 and _collections(tmp_path)["default"] == 6
+    r = run("remove-source", str(docs_dir), "--yes")
+    assert r.exit_code == 0 and "removed 6 chunk(s)" in r.stdout and _collections(tmp_path)["default"] == 0
+
+
+def test_reingest_prunes_unless_no_prune(run, docs_dir, tmp_path):
+    assert run("ingest", str(docs_dir), "-q").exit_code == 0
+    (docs_dir / "dogs.txt").unlink()
+    r = run("ingest", str(docs_dir), "-q", "--no-prune")
+    assert r.exit_code == 0 and "kept with --no-prune" in r.stderr and "dogs.txt" in r.stderr
+    assert _collections(tmp_path)["default"] == 6
+    r = run("ingest", str(docs_dir), "-q")
+    assert r.exit_code == 0 and "pruned" in r.stdout and "dogs.txt" in r.stdout
+    assert _collections(tmp_path)["default"] == 5
+
+
+def test_a_bad_jsonl_line_is_listed_with_file_and_line(run, tmp_path):
+    f = tmp_path / "rows.jsonl"
+    f.write_text('{"text": "Fine row."}\n{"text": "Bad key.", "$where": 1}\n')
+    r = run("ingest", str(f), "-q")
+    assert r.exit_code == 0 and "skipped lines" in r.stdout and "rows.jsonl:2" in r.stdout
+    assert "'$where'" in r.stdout and _collections(tmp_path)["default"] == 1

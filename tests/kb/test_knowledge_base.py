@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from selfrag.kb.ingest import chunk_id
@@ -163,3 +165,96 @@ def test_default_k_and_mode_come_from_settings(make_kb, docs_dir):
     kb.ingest([docs_dir], progress=False)
     hits = kb.retrieve("capital")
     assert len(hits) == 2 and {p.metadata["doc_id"] for p in hits} == {"p1", "b1"}
+
+
+# ---------------------------------------------------------------- reconcile, self-heal, refuse footguns
+
+
+def test_a_torn_bm25_index_on_disk_heals_itself(make_kb, docs_dir):
+    kb = make_kb()
+    kb.ingest([docs_dir], progress=False)
+    assert kb.retrieve("capital of Germany", k=1, mode="bm25")
+    chunks = kb.bm25_dir / "chunks.jsonl"
+    chunks.write_text("".join(chunks.read_text().splitlines(keepends=True)[:2]))  # torn: 2 of 6 rows
+    fresh = make_kb()  # another process
+    hits = fresh.retrieve("capital of Germany", k=1, mode="bm25")
+    assert hits and "Berlin" in hits[0].text
+    assert len(fresh.retrieve("capital", k=5, mode="hybrid")) >= 2
+    assert len(chunks.read_text().splitlines()) == 6  # rewritten whole
+
+
+def test_reingesting_a_folder_prunes_vanished_and_unusable_files(make_kb, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("keep.md", "gone.md", "emptied.md", "garbled.txt"):
+        (docs / name).write_text(f"# {name}\n\nSome text about {name}.\n")
+    kb = make_kb()
+    kb.ingest([docs], progress=False)
+    ids_before = set(kb.store.all_ids())
+    (docs / "gone.md").unlink()
+    (docs / "emptied.md").write_text("")
+    (docs / "garbled.txt").write_bytes("caf\xe9".encode("latin-1"))
+    kept = make_kb().ingest([docs], progress=False, prune=False)
+    assert sorted(os.path.basename(s) for s in kept.stale_sources) == ["emptied.md", "garbled.txt", "gone.md"]
+    assert set(kb.store.all_ids()) == ids_before  # --no-prune: still served
+    report = make_kb().ingest([docs], progress=False)
+    assert sorted(os.path.basename(s) for s in report.pruned_sources) == ["emptied.md", "garbled.txt", "gone.md"]
+    assert report.chunks_pruned == 3
+    sources = {m["source"] for _, _, m in kb.store.iter_all(include_sources_only=True)}
+    assert [os.path.basename(s) for s in sources] == ["keep.md"]
+    assert not kb.retrieve("emptied", k=3, mode="bm25")
+
+
+def test_reingesting_a_file_that_became_empty_drops_its_chunks(make_kb, tmp_path):
+    f = tmp_path / "note.txt"
+    f.write_text("Old content that must stop being served.")
+    kb = make_kb()
+    kb.ingest([f], progress=False)
+    f.write_text("   ")
+    report = kb.ingest([f], progress=False)
+    assert report.nothing_ingested and report.chunks_pruned == 1 and kb.count() == 0
+
+
+def test_hidden_files_of_an_ingested_folder_are_not_pruned(make_kb, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / ".hidden.md").write_text("# Hidden\n\nIngested on purpose, by name.\n")
+    (docs / "open.md").write_text("# Open\n\nVisible.\n")
+    kb = make_kb()
+    kb.ingest([docs / ".hidden.md", docs], progress=False)
+    assert kb.ingest([docs], progress=False).pruned_sources == []
+    assert kb.count() == 2
+
+
+def test_the_knowledge_base_folder_inside_the_tree_is_not_ingested(tmp_path, hash_embedder):
+    from selfrag.kb.factory import build_knowledge_base
+    from selfrag.settings import KBSettings, RetrievalSettings
+
+    (tmp_path / "notes.md").write_text("# Notes\n\nReal notes.\n")
+    kb = build_knowledge_base(KBSettings(path=tmp_path / "kbdata", collection="own"), RetrievalSettings(),
+                              embedder=hash_embedder)
+    kb.ingest([tmp_path], progress=False)
+    kb.retrieve("notes", mode="bm25")  # writes the BM25 files (chunks.jsonl) into kbdata/
+    report = kb.ingest([tmp_path], progress=False)
+    sources = {m["source"] for _, _, m in kb.store.iter_all(include_sources_only=True)}
+    assert [os.path.basename(s) for s in sources] == ["notes.md"]
+    assert any("knowledge base's own folder" in s.reason for s in report.skipped)
+
+
+@pytest.mark.parametrize("path", ["", "   ", "/", "//", "/.."])
+def test_remove_source_refuses_empty_and_root(make_kb, docs_dir, path):
+    from selfrag.errors import InputError
+
+    kb = make_kb()
+    kb.ingest([docs_dir], progress=False)
+    with pytest.raises(InputError):
+        kb.delete_source(path)
+    assert kb.count() == 6
+
+
+def test_sources_matching_a_folder_lists_each_source(make_kb, docs_dir):
+    kb = make_kb()
+    kb.ingest([docs_dir], progress=False)
+    plan = kb.sources_matching(docs_dir)
+    assert sorted(os.path.basename(s) for s in plan) == ["cats.md", "dogs.txt", "items.jsonl", "page.html", "zh.txt"]
+    assert sum(len(v) for v in plan.values()) == 6 and kb.count() == 6  # nothing deleted by asking

@@ -71,3 +71,113 @@ def test_pdf_text_is_extracted(tmp_path):
     docs, skipped, _ = load_paths([tmp_path / "g.pdf"])
     assert skipped == []
     assert docs[0].title == "Glaciers" and "Glaciers carve valleys." in docs[0].text
+
+
+# ---------------------------------------------------------------- one bad input never aborts the ingest
+
+
+def _reasons(skipped):
+    return {os.path.basename(str(s.path)): s.reason for s in skipped}
+
+
+def test_symlink_loops_and_non_utf8_names_are_skipped_with_reasons(tmp_path):
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "good.md").write_text("# Good\n\nUseful text.\n")
+    (root / "a.md").symlink_to(root / "b.md")
+    (root / "b.md").symlink_to(root / "a.md")  # a file symlink loop
+    os.symlink(str(root), str(root / "loopdir"))  # a folder symlink (to its own parent)
+    name = os.fsencode(str(root)) + b"/caf\xe9.txt"
+    with open(name, "wb") as fh:
+        fh.write(b"latin-1 named file")
+    docs, skipped, loaded = load_paths([root])
+    reasons = _reasons(skipped)
+    assert [d.title for d in docs] == ["Good"] and loaded == 1
+    assert reasons["a.md"] == reasons["b.md"] == "unreadable (symlink loop)"
+    assert reasons["loopdir"] == "folder symlink (not followed)"
+    assert reasons["caf\udce9.txt"] == "file name is not valid UTF-8"
+    docs, skipped, _ = load_paths([root / "a.md", root / "good.md"])  # explicitly named: skipped too
+    assert _reasons(skipped)["a.md"] == "unreadable (symlink loop)" and len(docs) == 1
+
+
+def test_file_symlinks_out_of_the_tree_are_not_followed_unless_asked(tmp_path):
+    outside = tmp_path / "secret.txt"
+    outside.write_text("Outside the ingested folder.")
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / "inside.txt").write_text("Inside.")
+    (root / "link.txt").symlink_to(outside)
+    (root / "samedir.txt").symlink_to(root / "inside.txt")  # within the tree: fine
+    docs, skipped, _ = load_paths([root])
+    assert sorted(d.text for d in docs) == ["Inside.", "Inside."]
+    assert _reasons(skipped)["link.txt"].startswith("symlink to a file outside the ingested folder")
+    docs, skipped, _ = load_paths([root], follow_symlinks=True)
+    assert "Outside the ingested folder." in [d.text for d in docs] and skipped == []
+
+
+def test_an_unreadable_explicit_path_and_subfolder_are_skipped(tmp_path, monkeypatch):
+    """As root, permissions do not apply: the refusals are simulated where the OS would raise them."""
+    root = tmp_path / "tree"
+    (root / "locked").mkdir(parents=True)
+    (root / "locked" / "inner.txt").write_text("never read")
+    (root / "ok.txt").write_text("Readable text.")
+    hidden = tmp_path / "private" / "doc.txt"
+    hidden.parent.mkdir()
+    hidden.write_text("never read either")
+    real_stat, real_scandir = os.stat, os.scandir
+
+    def stat(path, *args, **kwargs):
+        if str(path) == str(hidden):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    def scandir(path="."):
+        if str(path) == str(root / "locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(os, "scandir", scandir)
+    docs, skipped, loaded = load_paths([hidden, root])
+    reasons = _reasons(skipped)
+    assert [d.text for d in docs] == ["Readable text."]
+    assert reasons["doc.txt"].startswith("permission denied")
+    assert reasons["locked"] == "unreadable folder (Permission denied)"
+
+
+def test_bad_jsonl_lines_are_listed_by_line_and_the_rest_loaded(tmp_path):
+    f = tmp_path / "rows.jsonl"
+    f.write_text("\n".join([
+        '{"text": "Good row one.", "doc_id": "g1"}',
+        '{"text": "Empty key.", "": 1}',
+        '{"text": "Dollar key.", "$where": 1}',
+        '{"text": "Nested dollar.", "metadata": {"$gt": 2}}',
+        '{"text": "Hash key.", "#document": "x"}',
+        '{"text": "Lone surrogate \\udcff here."}',
+        '"just a string"',
+        'not json',
+        '{"text": "Good row two.", "doc_id": "g2", "ok$": 1}',
+    ]) + "\n")
+    lines = []
+    docs, skipped, loaded = load_paths([f], skipped_lines=lines)
+    assert [d.text for d in docs] == ["Good row one.", "Good row two."] and skipped == [] and loaded == 1
+    by_line = {s.path.rsplit(":", 1)[1]: s.reason for s in lines}
+    assert by_line["2"].startswith("line 2: metadata key '' is not allowed")
+    assert "'$where'" in by_line["3"] and "'$gt'" in by_line["4"] and "'#document'" in by_line["5"]
+    assert by_line["6"] == "line 6: invalid Unicode (a lone surrogate escape)"
+    assert by_line["7"] == "line 7: not an object with a non-empty 'text'"
+    assert by_line["8"] == "line 8: not valid JSON"
+    assert all(s.path.startswith(str(f.resolve())) for s in lines)
+
+
+def test_the_knowledge_base_folder_is_never_ingested(tmp_path):
+    (tmp_path / "notes.md").write_text("# Notes\n\nReal notes.\n")
+    kb_home = tmp_path / ".selfrag-kb"
+    kb_home.mkdir()
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "chunks.jsonl").write_text('{"text": "an index file, not a document"}\n')
+    docs, skipped, _ = load_paths([tmp_path], exclude=[tmp_path / "store"])
+    assert [d.title for d in docs] == ["Notes"]
+    assert _reasons(skipped)["store"] == "the knowledge base's own folder (never ingested)"
+    docs, skipped, _ = load_paths([tmp_path / "store" / "chunks.jsonl"], exclude=[tmp_path / "store"])
+    assert docs == [] and "knowledge base's own folder" in skipped[0].reason

@@ -334,9 +334,9 @@ def test_evaluate_from_settings_builds_kb_runs_and_resumes(hash_kb_settings, tmp
                                                "config.json"}
     calls = len(engine.calls)
     assert calls == 8
-    # resume: same questions as the run started with (limit is ignored), the KB is not refilled
+    # resume: same questions as the run started with (no limit given: the run's), the KB is not refilled
     out, summary = evaluate(hash_kb_settings, str(data), parse_programs("vanilla-rag,no-retrieval,graded-rag"),
-                            limit=1, run_id="r1", reports_dir=tmp_path / "reports", **components)
+                            limit=None, run_id="r1", reports_dir=tmp_path / "reports", **components)
     assert summary["meta"]["corpus_added"] == 0
     assert summary["programs"]["graded-rag"]["questions"] == 4
     assert engine.roles()[calls:].count("answer_directly") == 0  # finished pairs were not re-run
@@ -358,3 +358,80 @@ def test_semantic_f1_is_judged_on_answered_answerable_questions_only(tmp_path, m
     assert s["semantic_f1"] == pytest.approx((2 / 3 + 2 / 3 + 0) / 3, abs=1e-4)
     assert "sem F1" in eval_reports.render_markdown(eval_summary.summarize(rows))
     assert eval_summary.summarize_program([])["semantic_f1"] is None
+
+
+# ---------------------------------------------------------------- resume checks and bad input (issue 15)
+
+
+def _components(hash_kb_settings, tmp_path, script=SCRIPT):
+    from selfrag.wiring import build_knowledge_base
+
+    lm, engine = scripted_lm(script)
+    return dict(lms=(lm, None, dspy.JSONAdapter()), datasets_dir=tmp_path, splits_dir=paths.splits_dir(),
+                knowledge_base=lambda name: build_knowledge_base(hash_kb_settings, collection=name)), engine
+
+
+@pytest.mark.parametrize("run_id", ["../..", "/tmp/elsewhere", "a/b", "..", ".hidden", "", "x" * 200])
+def test_a_run_id_that_is_not_a_folder_name_is_refused(hash_kb_settings, tmp_path, monkeypatch, run_id):
+    from optimize.errors import DataError
+
+    monkeypatch.setattr("optimize.sources.corpus_documents", fake_corpus)
+    components, engine = _components(hash_kb_settings, tmp_path)
+    with pytest.raises(DataError, match="invalid run id"):
+        evaluate(hash_kb_settings, str(write_dataset(tmp_path / "five.jsonl")), parse_programs("vanilla-rag"),
+                 run_id=run_id, reports_dir=tmp_path / "reports", **components)
+    assert engine.calls == [] and not (tmp_path / "reports").exists()
+
+
+def test_a_resume_with_other_settings_is_refused_naming_them(hash_kb_settings, tmp_path, monkeypatch):
+    from optimize.errors import DataError
+
+    monkeypatch.setattr("optimize.sources.corpus_documents", fake_corpus)
+    data = str(write_dataset(tmp_path / "five.jsonl"))
+    components, engine = _components(hash_kb_settings, tmp_path)
+    run = dict(run_id="r1", reports_dir=tmp_path / "reports", **components)
+    evaluate(hash_kb_settings, data, parse_programs("vanilla-rag"), limit=4, **run)
+    results = (tmp_path / "reports" / "r1" / "results.jsonl").read_bytes()
+    other_model = hash_kb_settings.model_copy(update={"lm": hash_kb_settings.lm.model_copy(
+        update={"profile": "litellm", "model": "openai/gpt-4o-mini"})})
+    with pytest.raises(DataError, match=r"other settings \(model: None → 'openai/gpt-4o-mini'; profile: 'local'"):
+        evaluate(other_model, data, parse_programs("vanilla-rag"), **run)
+    other_k = hash_kb_settings.model_copy(update={"program": hash_kb_settings.program.model_copy(update={"k": 5})})
+    with pytest.raises(DataError, match=r"program_settings.k: 3 → 5"):
+        evaluate(other_k, data, parse_programs("vanilla-rag"), **run)
+    with pytest.raises(DataError, match=r"limit: 4 → 2"):
+        evaluate(hash_kb_settings, data, parse_programs("vanilla-rag"), limit=2, **run)
+    assert (tmp_path / "reports" / "r1" / "results.jsonl").read_bytes() == results  # untouched
+    evaluate(hash_kb_settings, data, parse_programs("vanilla-rag"), limit=4, **run)  # the same: resumes
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("", "has no examples"),
+    ("\n\n", "has no examples"),
+    ('{"question": "ok?"}\n"just a string"\n', r"line 2: a record must be a JSON object, got str"),
+    ('{"question": "ok?"}\n\n[1, 2]\n', r"line 3: a record must be a JSON object, got list"),
+    ('{"question": "ok?"}\n{"question": "x", "answers": "1931"}\n', r"line 2: 'answers' must be a list"),
+    ('{"question": ""}\n', r"line 1: the record has no question"),
+    ('{"question": "a", "answerable": "yes"}\n', r"line 1: 'answerable' must be true or false"),
+    ('{"question": "a"}\n{oops\n', r"line 2: not valid JSON"),
+    ('{"question": "a", "id": 1}\n{"question": "b", "id": 1}\n', "used by more than one record"),
+])
+def test_bad_eval_records_are_named_by_line(tmp_path, content, problem):
+    from optimize.errors import DataError
+
+    path = tmp_path / "qa.jsonl"
+    path.write_text(content)
+    with pytest.raises(DataError, match=problem):
+        eval_examples.load_examples(str(path), paths.splits_dir())
+
+
+def test_a_dead_backend_makes_every_question_an_error_not_an_abstention(tmp_path):
+    from tests.faults.engine import every, faulty_lm
+
+    lm, engine = faulty_lm(SCRIPT, every("auth"))
+    built = {"vanilla-rag": build_program(parse_program("vanilla-rag"), FixedRetriever(), config=ProgramSettings(k=2),
+                                          generator_lm=lm, adapter=dspy.JSONAdapter())}
+    rows = eval_runs.run_eval(built, EXAMPLES, tmp_path)
+    assert all(not r["ok"] and r["error"].startswith("LM failure: auth:") for r in rows)
+    s = eval_summary.summarize(rows)["programs"]["vanilla-rag"]
+    assert s["errors"] == 5 and s["abstain_unanswerable"] is None  # no credit for "abstaining"

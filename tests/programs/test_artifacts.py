@@ -99,3 +99,62 @@ def test_shipped_default_artifact_matches_the_current_program():
     payload = read_artifact(DEFAULT_ARTIFACT)
     assert payload["manifest"]["scores"]  # compiled with measured dev scores
     assert any(p.demos for _, p in rag.named_predictors())
+
+
+def _tampered(tmp_path, edit):
+    path = save_artifact(compiled_program(), tmp_path / "a.json")
+    payload = json.loads(path.read_text())
+    edit(payload)
+    path.write_text(json.dumps(payload))
+    return path
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda p: p["state"]["grade_relevance"].update(demos="notalist"), "grade_relevance.demos: expected a list"),
+    (lambda p: p["state"]["grade_relevance"].update(demos=["x"]), r"grade_relevance.demos\[0\]: expected an object"),
+    (lambda p: p["state"]["judge_support"].update(forward="evil"), "unknown key"),
+    (lambda p: p["state"]["judge_support"].update(signature="plain"), "string instructions"),
+    (lambda p: p["state"]["judge_support"].update(lm={"model": "openai/gpt-4o"}), "must not carry an LM"),
+    (lambda p: p["state"].pop("judge_support"), "missing predictor"),
+    (lambda p: p["state"].update(extra={}), "unknown predictor"),
+    (lambda p: p.update(state=[1, 2]), "expected an object"),
+])
+def test_a_state_of_the_wrong_shape_is_refused(tmp_path, edit, problem):
+    rag = program()
+    before = rag.dump_state()
+    with pytest.raises(ArtifactError, match=problem):
+        load_state_into(rag, _tampered(tmp_path, edit))
+    assert rag.dump_state() == before  # nothing half-loaded
+
+
+def test_the_content_hash_is_recorded_and_checked(tmp_path, caplog):
+    manifest = {"optimizer": "test"}
+    path = save_artifact(compiled_program(), tmp_path / "a.json", manifest=manifest)
+    payload = json.loads(path.read_text())
+    assert len(payload["state_sha256"]) == 64 and manifest["state_sha256"] == payload["state_sha256"]
+    load_state_into(program(), path, strict=True)  # untouched: loads under strict
+
+    def edit(p):
+        p["state"]["judge_support"]["signature"]["instructions"] = "Always answer fully."
+
+    tampered = _tampered(tmp_path, edit)
+    with caplog.at_level("WARNING", logger="programs.artifacts"):
+        rag = load_state_into(program(), tampered)
+    assert rag.judge_support.signature.instructions == "Always answer fully."
+    assert "was modified after it was saved" in caplog.text
+    with pytest.raises(ArtifactError, match="modified after it was saved.*--strict"):
+        load_state_into(program(), tampered, strict=True)
+
+
+def test_strict_refuses_an_artifact_without_a_hash(tmp_path):
+    path = _tampered(tmp_path, lambda p: p.pop("state_sha256"))
+    load_state_into(program(), path)  # accepted (an artifact from before the hash)
+    with pytest.raises(ArtifactError, match="records no content hash"):
+        load_state_into(program(), path, strict=True)
+
+
+def test_a_deeply_nested_file_is_refused(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ArtifactError, match="not valid JSON"):
+        read_artifact(deep)
