@@ -26,6 +26,7 @@ from optimize.eval_reports import write_reports
 from optimize.eval_runs import SemanticF1Judge, run_eval
 from optimize.eval_summary import summarize
 from optimize.progress import Reporter
+from optimize.qa_format import Catalog, with_gold_refs
 from optimize.splits import load_split
 from programs.artifacts import load_state_into
 from programs.registry import ProgramSpec
@@ -76,7 +77,8 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
              web_search: Any = None, limit: int | None = None, run_id: str | None = None,
              reports_dir: Path | str = "reports", support_limit: int = 0, semantic_f1: bool = False,
              reporter: Reporter | None = None, ingest_progress: bool = False,
-             on_row: Callable[[dict[str, Any]], None] | None = None) -> tuple[Path, dict[str, Any]]:
+             on_row: Callable[[dict[str, Any]], None] | None = None,
+             collection: str | None = None) -> tuple[Path, dict[str, Any]]:
     """Run ``programs`` on ``dataset`` (resuming ``run_id`` when its folder exists: the examples are the
     ones the run started with) and write the reports. Returns ``(out_dir, summary)``.
 
@@ -90,6 +92,8 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
             ``retriever``, ``name``); the run uses ``eval-<corpus>``.
         datasets_dir / splits_dir: the public datasets (the corpus) and the derived splits (dev questions).
         web_search: the programs' web fallback (None = no web).
+        collection: answer from this existing collection (the user's own) instead of ``eval-<corpus>``;
+            gold documents are matched by doc id or source (:func:`optimize.qa_format.with_gold_refs`).
     """
     labels = [spec.label for spec in programs]
     run_id = run_id or new_run_id()
@@ -100,9 +104,14 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
     out_dir.mkdir(parents=True, exist_ok=True)
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
-    corpus = corpus_name(dataset, examples)
-    kb = knowledge_base(f"eval-{corpus}")
-    added = ensure_corpus(kb, sources.corpus_documents(corpus, Path(datasets_dir)), progress=ingest_progress)
+    if collection is not None:  # the user's own collection: nothing is ingested, gold matched by id or source
+        kb, added = knowledge_base(collection), 0
+        examples = with_gold_refs(examples, Catalog.from_chunks(
+            (cid, meta) for cid, _, meta in kb.store.iter_all(include_sources_only=True)), collection)
+    else:
+        corpus = corpus_name(dataset, examples)
+        kb = knowledge_base(f"eval-{corpus}")
+        added = ensure_corpus(kb, sources.corpus_documents(corpus, Path(datasets_dir)), progress=ingest_progress)
     retriever = kb.retriever()
     generator, critic, adapter = lms
     built = {spec.label: build_program(spec, retriever, web_search=web_search, config=settings.program,

@@ -98,7 +98,8 @@ class QACheck:
         if self.lines == 0:
             return f"{self.path} is empty: expected one JSON object a line with 'question' and 'answers'"
         if not self.items:
-            return f"{self.path}: none of its {self.lines} line(s) is a usable QA record"
+            first = f" ({self.problems[0]})" if self.problems else ""
+            return f"{self.path}: none of its {self.lines} line(s) is a usable QA record{first}"
         if not self.answerable:
             return f"{self.path}: no answerable question (every 'answers' list is empty)"
         return None
