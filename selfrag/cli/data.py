@@ -176,8 +176,11 @@ def derive(
         table.add_row(task, *(" ".join(f"{lab}:{c}" for lab, c in per[s].items()) or "-" for s in ("train", "dev")),
                       " ".join(f"{how}:{c}" for how, c in manifest["provenance"][task].items()))
     console.print(table)
-    for s in manifest["skipped"]:
+    skipped = manifest["skipped"]
+    for s in skipped[:10]:
         console.print(f"skipped line {s['line']} ({s['id']}): {s['reason']}", highlight=False, markup=False)
+    if len(skipped) > 10:
+        console.print(f"… and {len(skipped) - 10} more skipped question(s): see {out / 'manifest.json'}")
     console.print(f"dataset_hash {manifest['dataset_hash']}")
 
 
