@@ -163,3 +163,18 @@ def test_answer_quality_scores_the_answer_signature():
     none = dspy.Example(answerable=False, answers=[])
     assert answer_quality(none, dspy.Prediction(answer="", answerable=False)) == 1.0
     assert answer_quality(none, dspy.Prediction(answer="x", answerable="true")) == 0.0
+
+
+def test_the_end_to_end_stage_runs_on_the_derived_questions_over_the_collection(derived_dir, tmp_path):
+    kb = hash_kb(derived_dir.parent)  # the collection the folder was derived from
+    script = {**teacher_script(), "retrieve_decision": {"decision": "yes"}, "judge_support": {"support": "fully"},
+              "judge_usefulness": {"usefulness": 5}, "grade_relevance": {"relevance": "relevant"}}
+    engine = AnyEngine(script)
+    result = compile_program(Settings(), lms=(lm(engine, "student"), None, dspy.JSONAdapter()),
+                             splits_dir=paths.splits_dir(), data_dir=derived_dir, out_dir=tmp_path,
+                             judgements="none", e2e=True, e2e_train=3, e2e_dev=2, budget=1, name="e2e",
+                             retriever=kb.retriever())
+    stage = result.stages[0]
+    assert stage.name == "e2e" and stage.train == 3 and stage.dev >= 1 and stage.after is not None
+    asked = {inputs.get("question") for role, inputs in engine.calls if role == "generate_answer"}
+    assert asked and asked <= {q["question"] for q in QA}  # the user's questions, answered from the collection
