@@ -8,7 +8,9 @@ stages and the end-to-end stage when asked (:mod:`optimize.stages`), and writes
 
 Everything it needs comes from the caller (the command line builds it through ``selfrag.wiring``):
 the LMs, the splits folder, and for the end-to-end stage a retriever or a knowledge-base factory
-with the datasets folder.
+with the datasets folder. With ``data_dir`` (a derived data folder, ``selfrag compile --data``) the
+stages read it instead of the splits, and the answer signature is a stage too; ``teacher_lm``
+bootstraps the demos (and is GEPA's reflection LM); the manifest records it and the data folder.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from typing import Any
 import dspy
 
 from optimize.calibrate import DEFAULT_ANSWER_OBJECTIVE, calibrate
+from optimize.derived_data import derived_loader, read_manifest
 from optimize.errors import CompileError
 from optimize.eval_examples import balanced
-from optimize.judgements import JUDGEMENTS, SEED, SplitLoader, parse_judgements
+from optimize.judgements import SEED, STAGES, SplitLoader, parse_judgements
 from optimize.manifest import build_manifest
 from optimize.optimizers import MIPRO_NEEDS_OPTUNA, OPTIMIZERS, has_optuna
 from optimize.progress import Reporter
@@ -59,7 +62,7 @@ class _NullRetriever:
 def check_request(*, optimizer: str = "bootstrap", judgements: str | Sequence[str] = "all", e2e: bool = False,
                   train: int | None = 50, dev: int | None = 40, e2e_train: int | None = None,
                   e2e_dev: int | None = None, budget: int | None = None, name: str | None = None,
-                  calibrate: bool = False) -> tuple[list[str], str]:
+                  calibrate: bool = False, with_answer: bool = False) -> tuple[list[str], str]:
     """Validate a compile request before anything is built; returns the judgement names and the artifact name.
 
     Raises :class:`CompileError` naming the problem."""
@@ -76,7 +79,7 @@ def check_request(*, optimizer: str = "bootstrap", judgements: str | Sequence[st
     if isinstance(judgements, str) and judgements.strip().lower() == "none":
         names: list[str] = []
     else:
-        names = parse_judgements(judgements) if judgements else []
+        names = parse_judgements(judgements, with_answer) if judgements else []
     if not names and not e2e and not calibrate:
         raise CompileError("nothing to compile: give a judgement, --e2e or --calibrate")
     name = name or f"compiled-{optimizer}"
@@ -92,7 +95,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                     knowledge_base: Callable[[str], Any] | None = None, datasets_dir: Path | str | None = None,
                     reporter: Reporter | None = None, loader: SplitLoader | None = None,
                     seed: int = SEED, start_from: Path | str | None = None, calibrate_sizes: dict | None = None,
-                    answer_objective: Any = DEFAULT_ANSWER_OBJECTIVE) -> CompileResult:
+                    answer_objective: Any = DEFAULT_ANSWER_OBJECTIVE, data_dir: Path | str | None = None,
+                    teacher_lm: Any = None) -> CompileResult:
     """Compile SelfRAG's judgements (and end to end with ``e2e``) and write the artifact and its manifest.
 
     Args:
@@ -115,21 +119,28 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         calibrate_sizes: run the calibrate stage (:mod:`optimize.calibrate`) after the optimizer stages,
             with these sizes (``{"retrieve": 60, "relevance": 30, "answer": 24}``, 0 skips one); None = no.
         answer_objective: the answer threshold's objective (``"accuracy"`` or ``("max_false_abstention", x)``).
+        data_dir: a derived data folder (:mod:`optimize.derived_data`) read instead of ``splits_dir``;
+            ``"all"`` then includes the ``answer`` stage.
+        teacher_lm: the teacher LM of the bootstrapping optimizers and GEPA's reflection LM.
     """
     names, name = check_request(optimizer=optimizer, judgements=judgements, e2e=e2e, train=train, dev=dev,
                                 e2e_train=e2e_train, e2e_dev=e2e_dev, budget=budget, name=name,
-                                calibrate=calibrate_sizes is not None)
+                                calibrate=calibrate_sizes is not None, with_answer=data_dir is not None)
     needs_corpus = e2e or bool(calibrate_sizes and calibrate_sizes.get("answer", 1))
     if needs_corpus and retriever is None and (knowledge_base is None or datasets_dir is None):
         raise CompileError("the end-to-end stage needs a retriever, or a knowledge base and the datasets folder")
     out_dir = Path(out_dir)
+    data_manifest = read_manifest(data_dir) if data_dir is not None else None  # refused before any LM call
+    if data_dir is not None:
+        splits_dir, loader = data_dir, loader or derived_loader(data_dir)
     loader = loader or functools.partial(load_split, splits_dir=splits_dir)
     reporter = reporter or Reporter()
     generator, critic, adapter = lms
     critic_lm = critic or generator
     reflection_lm = None
     if optimizer == "gepa":
-        reflection_lm = generator.copy(max_tokens=max(2048, int(generator.kwargs.get("max_tokens") or 0)))
+        reflector = teacher_lm or generator
+        reflection_lm = reflector.copy(max_tokens=max(2048, int(reflector.kwargs.get("max_tokens") or 0)))
 
     program = SelfRAG(retriever if retriever is not None else _NullRetriever(), config=settings.program,
                       generator_lm=generator, critic_lm=critic, adapter=adapter)
@@ -143,19 +154,19 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         report, params = compile_judgement(program, judgement, loader=loader, optimizer=optimizer, train=train,
                                            dev=dev, budget=budget, num_threads=num_threads, critic_lm=critic_lm,
                                            adapter=adapter, reflection_lm=reflection_lm, reporter=reporter,
-                                           meter=meter, seed=seed)
+                                           meter=meter, seed=seed, teacher_lm=teacher_lm)
         stages.append(report)
     if e2e:
         if retriever is None:
             program.retriever = e2e_retriever(knowledge_base, Path(datasets_dir), reporter)
-        keep = [JUDGEMENTS[n].predictor for n in names]
+        keep = [STAGES[n].predictor for n in names]
         with dspy.context(lm=generator, adapter=adapter):
             report, e2e_params = compile_e2e(
                 program, loader=loader, optimizer=optimizer,
                 train=e2e_train if e2e_train is not None else min(train or 20, 20),
                 dev=e2e_dev if e2e_dev is not None else min(dev if dev is not None else 10, 10), budget=budget,
                 num_threads=num_threads, keep=keep, reflection_lm=reflection_lm, reporter=reporter, meter=meter,
-                seed=seed)
+                seed=seed, teacher_lm=teacher_lm)
         stages.append(report)
         params = params or e2e_params
     calibration = None
@@ -171,12 +182,16 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
 
     manifest = build_manifest(program, settings, optimizer=optimizer, budget=budget, params=params, stages=stages,
                               meter=meter, seconds=seconds, generator=generator, critic=critic,
-                              reflection=reflection_lm, name=name, seed=seed, splits_dir=Path(splits_dir))
+                              reflection=reflection_lm, name=name, seed=seed, splits_dir=Path(splits_dir),
+                              teacher=teacher_lm)
     if calibration is not None:
         manifest["calibration"] = calibration
         manifest["thresholds"] = calibration["thresholds"]
     if start_from is not None:
         manifest["started_from"] = str(start_from)
+    if data_manifest is not None:
+        manifest["data"] = {"dir": str(data_dir), **{k: data_manifest.get(k) for k in (
+            "format_version", "collection", "qa_file", "qa_sha256", "dataset_hash")}}
     artifact = save_artifact(program, out_dir / f"{name}.json", manifest)
     manifest_path = out_dir / f"{name}.manifest.json"
     manifest_path.write_text(json.dumps(manifest, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")

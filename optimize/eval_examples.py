@@ -1,20 +1,21 @@
 """The questions an evaluation runs on, and the knowledge base they are answered from.
 
-Examples are the dev split of ``clapnq`` / ``cmrc`` or a JSONL file of QA records, taken half
+Examples are the dev split of ``clapnq`` / ``cmrc``, a QA file or a derived folder, taken half
 answerable and half not (:func:`balanced`); the knowledge base is filled with the matching corpus
 only when the documents it holds don't match (:func:`ensure_corpus`).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
 import dspy
 
+from optimize.derived_data import derived_loader
 from optimize.errors import DataError
 from optimize.metrics import field_value
+from optimize.qa_format import load_qa_file
 from optimize.splits import load_split, to_example
 
 DATASET_TASKS = {"clapnq": ("qa_en", "clapnq"), "cmrc": ("qa_zh", "cmrc")}  # dataset → (split task, corpus)
@@ -94,21 +95,18 @@ def read_qa_records(path: Path) -> list[dict[str, Any]]:
 
 
 def load_examples(dataset: str, splits_dir: Path, limit: int | None = None) -> list[dspy.Example]:
-    """Dev examples of ``clapnq`` / ``cmrc`` (the derived splits in ``splits_dir``), or of a JSONL file
-    of QA records (``id``, ``question``, ``answers``, ``answerable``, ``gold_doc_ids``), balanced by
-    :func:`balanced`. DataError for a dataset without examples, or a bad record (named by its line)."""
+    """Dev examples of ``clapnq`` / ``cmrc`` (the derived splits in ``splits_dir``), of a QA file
+    (:mod:`optimize.qa_format`, refused with its first bad line) or of a derived data folder (its ``qa``
+    dev split), balanced by :func:`balanced`. DataError for a dataset without examples."""
     if dataset in DATASET_TASKS:
         examples = load_split(DATASET_TASKS[dataset][0], "dev", splits_dir)
+    elif Path(dataset).is_dir():  # a derived data folder (selfrag data derive): its qa dev questions
+        examples = derived_loader(dataset)("qa", "dev")
     else:
         path = Path(dataset)
         if not path.is_file():
-            raise DataError(f"dataset {dataset!r} is neither clapnq, cmrc nor a JSONL file")
-        records = read_qa_records(path)
-        ids = [r["id"] for r in records]
-        if len(set(ids)) != len(ids):
-            dup = next(i for i in ids if ids.count(i) > 1)
-            raise DataError(f"{path}: the id {dup!r} is used by more than one record")
-        examples = [to_example(r, "qa_en") for r in records]
+            raise DataError(f"dataset {dataset!r} is neither clapnq, cmrc, a QA file nor a derived data folder")
+        examples = [to_example(item.record(), "qa_en") for item in load_qa_file(path)]  # optimize.qa_format
     if not examples:
         raise DataError(f"dataset {dataset!r} has no examples")
     return balanced(examples, limit)

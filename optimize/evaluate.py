@@ -28,6 +28,7 @@ from optimize.eval_reports import SUMMARY_MD, write_reports
 from optimize.eval_runs import SemanticF1Judge, run_eval
 from optimize.eval_summary import summarize
 from optimize.progress import Reporter
+from optimize.qa_format import Catalog, with_gold_refs
 from optimize.splits import load_split
 from programs.artifacts import load_state_into
 from programs.registry import ProgramSpec
@@ -128,7 +129,8 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
              web_search: Any = None, limit: int | None = None, run_id: str | None = None,
              reports_dir: Path | str = "reports", support_limit: int = 0, semantic_f1: bool = False,
              reporter: Reporter | None = None, ingest_progress: bool = False, strict: bool = False,
-             on_row: Callable[[dict[str, Any]], None] | None = None) -> tuple[Path, dict[str, Any]]:
+             on_row: Callable[[dict[str, Any]], None] | None = None,
+             collection: str | None = None) -> tuple[Path, dict[str, Any]]:
     """Run ``programs`` on ``dataset`` (resuming ``run_id`` when its folder exists: the examples are the
     ones the run started with) and write the reports. Returns ``(out_dir, summary)``.
 
@@ -145,6 +147,8 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
         run_id: a folder name (:func:`check_run_id`); a resume must use the run's settings
             (:func:`_run_config` refuses it otherwise, naming the differences).
         strict: refuse a ``compiled:`` artifact whose content hash does not match.
+        collection: answer from this existing collection (the user's own) instead of ``eval-<corpus>``;
+            gold documents are matched by doc id or source (:func:`optimize.qa_format.with_gold_refs`).
 
     Every program is built (its artifact checked) before the run's folder or the knowledge base is written.
     """
@@ -154,8 +158,14 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
     config_path = out_dir / CONFIG
     config, examples = _run_config(settings, dataset, labels, limit, run_id, load_examples(dataset, splits_dir),
                                    config_path)
-    corpus = corpus_name(dataset, examples)
-    kb = knowledge_base(f"eval-{corpus}")
+    corpus = None
+    if collection is not None:  # the user's own collection: nothing is ingested, gold matched by id or source
+        kb = knowledge_base(collection)
+        examples = with_gold_refs(examples, Catalog.from_chunks(
+            (cid, meta) for cid, _, meta in kb.store.iter_all(include_sources_only=True)), collection)
+    else:
+        corpus = corpus_name(dataset, examples)
+        kb = knowledge_base(f"eval-{corpus}")
     retriever = kb.retriever()
     generator, critic, adapter = lms
     built = {spec.label: build_program(spec, retriever, web_search=web_search, config=settings.program,
@@ -164,7 +174,8 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
 
     out_dir.mkdir(parents=True, exist_ok=True)
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    added = ensure_corpus(kb, sources.corpus_documents(corpus, Path(datasets_dir)), progress=ingest_progress)
+    added = 0 if corpus is None else ensure_corpus(kb, sources.corpus_documents(corpus, Path(datasets_dir)),
+                                                   progress=ingest_progress)
     support_examples = load_split("support", "dev", splits_dir)[:support_limit] if support_limit else []
     judge = SemanticF1Judge(critic or generator, adapter) if semantic_f1 else None
     rows = run_eval(built, examples, out_dir, support_examples=support_examples, semantic_f1=judge,

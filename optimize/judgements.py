@@ -7,6 +7,10 @@ Judgements (``JUDGEMENTS``): name → SelfRAG predictor, labelled task, metric::
     support    → judge_support     / support    / support_accuracy
     usefulness → judge_usefulness  / usefulness / usefulness_accuracy
 
+With a derived data folder (``selfrag compile --data DIR``) the answer signature is a stage too
+(``ANSWER``: ``generate_answer`` / ``answer`` / ``answer_quality``, label ``answerable``): ``"all"`` then
+includes it (``parse_judgements(..., with_answer=True)``).
+
 A judgement is compiled as a one-predictor :class:`JudgementModule` around a copy of the SelfRAG
 predictor; :func:`copy_predictor_state` puts the result back. The labelled examples are shown to the
 judge the way the program shows them at run time: a relevance passage becomes ``[1] (title) «text»``
@@ -25,7 +29,13 @@ from typing import Any
 import dspy
 
 from optimize.errors import CompileError
-from optimize.metrics import relevance_accuracy, retrieve_accuracy, support_accuracy, usefulness_accuracy
+from optimize.metrics import (
+    answer_quality,
+    relevance_accuracy,
+    retrieve_accuracy,
+    support_accuracy,
+    usefulness_accuracy,
+)
 from programs.base import quote_safe
 from programs.selfrag import format_passages
 from programs.types import Passage
@@ -50,10 +60,14 @@ JUDGEMENTS: dict[str, Judgement] = {
     "support": Judgement("support", "judge_support", "support", support_accuracy, "support"),
     "usefulness": Judgement("usefulness", "judge_usefulness", "usefulness", usefulness_accuracy, "usefulness"),
 }
+ANSWER = Judgement("answer", "generate_answer", "answer", answer_quality, "answerable")
+STAGES: dict[str, Judgement] = {**JUDGEMENTS, "answer": ANSWER}  # what compile_judgement can compile
 
 
-def parse_judgements(value: str | Sequence[str]) -> list[str]:
-    """``"all"``, one name, a comma list, or a sequence of names → validated list of judgement names."""
+def parse_judgements(value: str | Sequence[str], with_answer: bool = False) -> list[str]:
+    """``"all"``, one name, a comma list, or a sequence of names → validated list of judgement names
+    (``answer`` only ``with_answer``: it needs a derived data folder)."""
+    known = STAGES if with_answer else JUDGEMENTS
     items = [value] if isinstance(value, str) else list(value)
     names: list[str] = []
     for item in items:
@@ -62,12 +76,14 @@ def parse_judgements(value: str | Sequence[str]) -> list[str]:
             if not part:
                 continue
             if part == "all":
-                names.extend(n for n in JUDGEMENTS if n not in names)
-            elif part in JUDGEMENTS:
+                names.extend(n for n in known if n not in names)
+            elif part in known:
                 if part not in names:
                     names.append(part)
+            elif part in STAGES:
+                raise CompileError(f"the {part!r} stage needs a derived data folder: compile with --data DIR")
             else:
-                raise CompileError(f"unknown judgement {part!r}: use one of {', '.join(JUDGEMENTS)} or all")
+                raise CompileError(f"unknown judgement {part!r}: use one of {', '.join(known)} or all")
     if not names:
         raise CompileError("no judgement given")
     return names
@@ -116,7 +132,7 @@ def runtime_view(example: dspy.Example, task: str) -> dspy.Example:
     if task == "relevance" and not _FORMATTED.match(str(example.passage)):
         p = Passage(id="p", text=str(example.passage), metadata={"title": str(example.get("title") or "")})
         return example.copy(passage=format_passages([p], max_chars=10**6))
-    if task == "support" and not _FORMATTED.match(str(example.passages)):
+    if task in ("support", "answer") and not _FORMATTED.match(str(example.passages)):
         parts = _NUMBERED.split(str(example.passages))
         if len(parts) >= 3 and not parts[0].strip():
             blocks = [f"[{parts[i]}] «{quote_safe(parts[i + 1].strip())}»" for i in range(1, len(parts) - 1, 2)]

@@ -24,8 +24,9 @@ def _model_id(lm: Any) -> str | None:
 def build_manifest(program: dspy.Module, settings: Any, *, optimizer: str, budget: int | None,
                    params: dict[str, Any], stages: list[StageReport], meter: UsageMeter, seconds: float,
                    generator: Any, critic: Any, reflection: Any, name: str, seed: int,
-                   splits_dir: Path) -> dict[str, Any]:
-    """The manifest of one compile; ``settings`` gives the LM profile, temperature and threads."""
+                   splits_dir: Path, teacher: Any = None) -> dict[str, Any]:
+    """The manifest of one compile; ``settings`` gives the LM profile, temperature and threads. The
+    student LMs are ``generator`` / ``critic``; ``teacher`` (None without one) bootstrapped the demos."""
     cost = meter.snapshot()
     return {
         "name": name,
@@ -39,6 +40,7 @@ def build_manifest(program: dspy.Module, settings: Any, *, optimizer: str, budge
             "generator": _model_id(generator),
             "critic": _model_id(critic or generator),
             "reflection": _model_id(reflection),
+            "teacher": _model_id(teacher),
             "adapter": type(program.adapter).__name__ if program.adapter is not None else None,
             "temperature": settings.lm.temperature,
             "threads": settings.lm.threads,

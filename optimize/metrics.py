@@ -10,6 +10,9 @@ Judgement metrics compare one output field with the label of the example built b
 - ``retrieve_accuracy``: ``pred.decision`` vs ``example.decision``
 - ``relevance_accuracy``: ``pred.relevance`` vs ``example.relevance``
 - ``support_accuracy``: ``pred.support`` vs ``example.support`` (exact label)
+- ``answer_quality`` (the answer signature on a derived ``answer`` example): answerable example: token F1
+  of ``pred.answer`` against the gold answers, 0 when ``pred.answerable`` is false; unanswerable: 1 when
+  ``pred.answerable`` is false. With a trace: score >= ``E2E_TRACE_THRESHOLD``.
 - ``usefulness_accuracy``: tolerant; correct when prediction and label are on the same side of 3
   (useful = 4 or 5, not useful = 1 or 2). A 3 (or an unparsable value) is never correct, since every
   label in the data is 1, 4 or 5.
@@ -200,6 +203,16 @@ def usefulness_accuracy(example: Any, pred: Any, trace: Any = None) -> float | b
     gold, got = usefulness_side(field_value(example, "usefulness")), usefulness_side(field_value(pred, "usefulness"))
     return _result(float(gold is not None and gold == got), trace)
 
+
+
+def answer_quality(example: Any, pred: Any, trace: Any = None) -> float | bool:
+    """The answer signature: F1 when it should answer (0 if it says unanswerable), abstention when not."""
+    said = field_value(pred, "answerable", True)
+    said = said if isinstance(said, bool) else str(said).strip().lower() not in ("false", "no", "0")
+    if not bool(field_value(example, "answerable", True)):
+        return _result(float(not said), trace)
+    score = max((token_f1(answer_text(pred), g) for g in gold_answers(example)), default=0.0) if said else 0.0
+    return _result(score, trace, E2E_TRACE_THRESHOLD)
 
 
 # ---------------------------------------------------------------- end-to-end metrics

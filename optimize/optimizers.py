@@ -12,9 +12,14 @@ mipro           MIPROv2: ``num_trials`` [None → ``auto="light"``]; with a budg
                 ``num_candidates = max(2, budget // 2)``, 4 demos max; needs ``optuna``
                 (``pip install 'dspy[optuna]'``), refused with a clear error without it
 gepa            dspy.GEPA: ``max_metric_calls`` [None → ``auto="light"``]; reflection LM = the
-                generator LM with ``max_tokens >= 2048``; the metric is wrapped to return
-                ``dspy.Prediction(score, feedback)`` (:func:`feedback_metric`)
+                teacher LM if given, else the generator LM, with ``max_tokens >= 2048``; the
+                metric is wrapped to return ``dspy.Prediction(score, feedback)``
+                (:func:`feedback_metric`, the words from :mod:`optimize.feedback`)
 ==============  =========================================================================
+
+A ``teacher_lm`` (``selfrag compile --teacher``) runs the teacher program of the bootstrapping
+optimizers (DSPy's ``teacher_settings=dict(lm=teacher_lm)``): its traces that pass the metric become the
+student's demos, while the compiled artifact is for the student LM.
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ from typing import Any
 import dspy
 
 from optimize.errors import CompileError
+from optimize.feedback import judgement_feedback
 from optimize.judgements import SEED
-from optimize.metrics import usefulness_side
 from optimize.progress import Reporter
 
 OPTIMIZERS = ("bootstrap", "random-search", "mipro", "gepa")
@@ -50,19 +55,7 @@ def feedback_metric(metric: Callable, label: str | None = None) -> Callable:
 
     def gepa_metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
         score = float(metric(gold, pred))
-        if label is None:
-            feedback = f"Score {score:.2f}." + ("" if score >= 1 else
-                                                f" Expected answer: {gold.get('answer') or '(abstain)'}.")
-        else:
-            want, got = gold.get(label), getattr(pred, label, None) if pred is not None else None
-            if score >= 1:
-                feedback = f"Correct: {label} = {got!r}."
-            else:
-                feedback = f"Wrong: {label} should be {want!r}, the judge said {got!r}."
-                if label == "usefulness":
-                    feedback += (f" Only the side of 3 counts (useful 4-5 vs not useful 1-2); expected side: "
-                                 f"{usefulness_side(want)}.")
-        return dspy.Prediction(score=score, feedback=feedback)
+        return dspy.Prediction(score=score, feedback=judgement_feedback(label, gold, pred, score))
 
     return gepa_metric
 
@@ -82,10 +75,11 @@ def counted(metric: Callable, reporter: Reporter) -> Callable:
 
 def make_optimizer(optimizer: str, metric: Callable, *, budget: int | None, num_threads: int,
                    labeled: bool = True, reflection_lm: dspy.LM | None = None, label: str | None = None,
-                   seed: int = SEED) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+                   seed: int = SEED, teacher_lm: dspy.BaseLM | None = None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """The DSPy optimizer for ``optimizer``, its constructor parameters (for the manifest) and compile kwargs.
 
-    ``labeled=False`` (end to end) keeps raw training examples out of the demos.
+    ``labeled=False`` (end to end) keeps raw training examples out of the demos; ``teacher_lm`` runs the
+    teacher of bootstrap, random-search and mipro (GEPA takes it as ``reflection_lm`` from the caller).
     """
     if optimizer not in OPTIMIZERS:
         raise CompileError(f"unknown optimizer {optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
@@ -93,13 +87,14 @@ def make_optimizer(optimizer: str, metric: Callable, *, budget: int | None, num_
         raise CompileError(f"budget must be >= 1, got {budget}")
     budget = DEFAULT_BUDGET[optimizer] if budget is None else budget
     compile_kwargs: dict[str, Any] = {}
+    teacher = {"teacher_settings": {"lm": teacher_lm}} if teacher_lm is not None and optimizer != "gepa" else {}
     if optimizer == "bootstrap":
         params = {"max_bootstrapped_demos": budget, "max_labeled_demos": budget if labeled else 0, "max_rounds": 1}
-        opt = dspy.BootstrapFewShot(metric=metric, **params)
+        opt = dspy.BootstrapFewShot(metric=metric, **params, **teacher)
     elif optimizer == "random-search":
         params = {"max_bootstrapped_demos": 4, "max_labeled_demos": 4 if labeled else 0,
                   "num_candidate_programs": budget, "num_threads": num_threads}
-        opt = dspy.BootstrapFewShotWithRandomSearch(metric=metric, **params)
+        opt = dspy.BootstrapFewShotWithRandomSearch(metric=metric, **params, **teacher)
     elif optimizer == "mipro":
         if not has_optuna():
             raise CompileError(MIPRO_NEEDS_OPTUNA)
@@ -110,7 +105,9 @@ def make_optimizer(optimizer: str, metric: Callable, *, budget: int | None, num_
         else:
             params.update(auto=None, num_candidates=max(2, budget // 2))
             compile_kwargs["num_trials"] = budget
-        opt = dspy.MIPROv2(metric=metric, verbose=False, **params)
+        if teacher_lm is not None:  # the teacher also proposes the instructions
+            teacher["prompt_model"] = teacher_lm
+        opt = dspy.MIPROv2(metric=metric, verbose=False, **params, **teacher)
     else:  # gepa
         if reflection_lm is None:
             raise CompileError("gepa needs a reflection LM")
@@ -121,6 +118,8 @@ def make_optimizer(optimizer: str, metric: Callable, *, budget: int | None, num_
             params["max_metric_calls"] = budget
         opt = dspy.GEPA(metric=feedback_metric(metric, label), reflection_lm=reflection_lm, **params)
         params["reflection_lm"] = getattr(reflection_lm, "model", str(reflection_lm))
+    if teacher:
+        params["teacher_lm"] = getattr(teacher_lm, "model", str(teacher_lm))
     return opt, params, compile_kwargs
 
 

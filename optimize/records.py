@@ -110,7 +110,7 @@ def answer_overlap(answer: str, passage: str) -> float:
     return len(words & set(normalize_question(passage).split())) / len(words)
 
 
-def _contains(haystack: str, needle: str) -> bool:
+def contains_text(haystack: str, needle: str) -> bool:
     n = normalize_question(needle)
     return bool(n) and n in normalize_question(haystack)
 
@@ -170,7 +170,7 @@ def _off_topic(i: int, items: list, qq, key: Callable[[Any], str]) -> int | None
     return sorted(far, key=lambda j: stable_hash(f"{key(items[i])}>{key(items[j])}"))[0]
 
 
-def _evasive(group: str) -> str:
+def evasive_answer(group: str) -> str:
     return EVASIVE_ANSWERS[int(stable_hash(f"evasive:{group}")[:8], 16) % len(EVASIVE_ANSWERS)]
 
 
@@ -181,7 +181,7 @@ def _usefulness_negative(common: dict, g: str, i: int, items: list, qq, answer_o
         if j is not None:
             return {**common, "id": f"use:{g}:off_topic", "answer": answer_of(items[j]), "usefulness": 1,
                     "kind": "off_topic"}
-    return {**common, "id": f"use:{g}:evasive", "answer": _evasive(g), "usefulness": 1, "kind": "evasive"}
+    return {**common, "id": f"use:{g}:evasive", "answer": evasive_answer(g), "usefulness": 1, "kind": "evasive"}
 
 
 def judgement_records(datasets_dir: Path, limit: int | None = None,
@@ -243,7 +243,7 @@ def judgement_records(datasets_dir: Path, limit: int | None = None,
         def allowed_h(j: int, h=h) -> bool:
             o = halu[j]
             return (" ".join(o.knowledge.split()) != " ".join(h.knowledge.split())
-                    and not _contains(o.knowledge, h.right_answer)
+                    and not contains_text(o.knowledge, h.right_answer)
                     and split_of(o.key) == split_of(h.key))
 
         neg = negatives.hardest(s_halu[i], allowed_h, below=gold_score)

@@ -51,11 +51,11 @@ def split_records(records: list[dict], caps: dict[str, int] | None = None,
     return out
 
 
-def _dump(records: list[dict]) -> bytes:
+def dump_records(records: list[dict]) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records).encode("utf-8")
 
 
-def _sha(data: bytes) -> str:
+def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
@@ -76,16 +76,16 @@ def build_splits(datasets_dir: str | Path, out_dir: str | Path, retrieve_file: s
     for task in TASKS:
         parts = split_records(records[task], caps, keep_groups=task in GROUPED_TASKS)
         for split in SPLITS:
-            data = _dump(parts[split])
+            data = dump_records(parts[split])
             rel = f"{task}/{split}.jsonl"
             (out_dir / task).mkdir(parents=True, exist_ok=True)
             (out_dir / rel).write_bytes(data)
-            files[rel] = {"count": len(parts[split]), "sha256": _sha(data)}
+            files[rel] = {"count": len(parts[split]), "sha256": sha256_hex(data)}
     sources = {}
     for p in sorted([*datasets_dir.glob("*/*.json"), *datasets_dir.glob("*/*.jsonl")]):
-        sources[str(p.relative_to(datasets_dir))] = _sha(p.read_bytes())
-    sources[f"data/{retrieve_file.name}"] = _sha(retrieve_file.read_bytes())
-    combined = _sha("".join(f"{k} {v['sha256']}\n" for k, v in sorted(files.items())).encode())
+        sources[str(p.relative_to(datasets_dir))] = sha256_hex(p.read_bytes())
+    sources[f"data/{retrieve_file.name}"] = sha256_hex(retrieve_file.read_bytes())
+    combined = sha256_hex("".join(f"{k} {v['sha256']}\n" for k, v in sorted(files.items())).encode())
     manifest = {
         "dataset_hash": combined,
         "files": dict(sorted(files.items())),
@@ -126,7 +126,7 @@ def verify_manifest(splits_dir: str | Path) -> list[str]:
     bad = []
     for rel, meta in manifest["files"].items():
         data = (splits_dir / rel).read_bytes() if (splits_dir / rel).exists() else b""
-        if _sha(data) != meta["sha256"] or data.count(b"\n") != meta["count"]:
+        if sha256_hex(data) != meta["sha256"] or data.count(b"\n") != meta["count"]:
             bad.append(rel)
     return bad
 

@@ -28,7 +28,7 @@ import dspy
 from optimize import sources
 from optimize.dev_score import score_on_dev
 from optimize.errors import CompileError
-from optimize.judgements import JUDGEMENTS, SEED, JudgementModule, SplitLoader, copy_predictor_state, sample_split
+from optimize.judgements import SEED, STAGES, JudgementModule, SplitLoader, copy_predictor_state, sample_split
 from optimize.metrics import e2e_metric
 from optimize.optimizers import counted, make_optimizer, run_optimizer
 from optimize.progress import Reporter
@@ -79,19 +79,19 @@ def compile_judgement(program: SelfRAG, judgement: str, *, loader: SplitLoader, 
                       train: int | None = 50, dev: int | None = 40, budget: int | None = None, num_threads: int = 1,
                       critic_lm: dspy.BaseLM | None = None, adapter: dspy.Adapter | None = None,
                       reflection_lm: dspy.LM | None = None, reporter: Reporter | None = None,
-                      meter: UsageMeter | None = None, seed: int = SEED,
-                      keep_if_better: bool = True) -> tuple[StageReport, dict[str, Any]]:
+                      meter: UsageMeter | None = None, seed: int = SEED, keep_if_better: bool = True,
+                      teacher_lm: dspy.BaseLM | None = None) -> tuple[StageReport, dict[str, Any]]:
     """Compile one judgement of ``program`` in place; returns its report and the optimizer parameters.
 
     With ``keep_if_better`` (default) and a dev set, a compile that lowers the dev score is rolled back
     (``report.kept == "uncompiled"``): the artifact never carries a judge made worse by compiling.
 
     The judge runs with ``critic_lm`` (default: the program's critic LM) and ``adapter`` (default: the
-    program's), exactly as SelfRAG calls it.
+    program's), exactly as SelfRAG calls it; ``teacher_lm`` (if given) runs the bootstrapping teacher.
     """
-    if judgement not in JUDGEMENTS:
-        raise CompileError(f"unknown judgement {judgement!r}: use one of {', '.join(JUDGEMENTS)}")
-    spec = JUDGEMENTS[judgement]
+    if judgement not in STAGES:
+        raise CompileError(f"unknown judgement {judgement!r}: use one of {', '.join(STAGES)}")
+    spec = STAGES[judgement]
     reporter = reporter or Reporter()
     meter = meter or UsageMeter()
     trainset = sample_split(spec.task, "train", train, loader, seed)
@@ -118,7 +118,7 @@ def compile_judgement(program: SelfRAG, judgement: str, *, loader: SplitLoader, 
                         reporter=reporter)
         opt, params, compile_kwargs = make_optimizer(optimizer, counted(spec.metric, reporter), budget=budget,
                                                      num_threads=num_threads, reflection_lm=reflection_lm,
-                                                     label=spec.label, seed=seed)
+                                                     label=spec.label, seed=seed, teacher_lm=teacher_lm)
         reporter.stage(f"{judgement}: {optimizer} on {len(trainset)} train", total=len(trainset))
         compiled = run_optimizer(opt, optimizer, student, trainset, compile_kwargs)
         reporter.done()
@@ -157,7 +157,8 @@ def e2e_retriever(knowledge_base: Callable[[str], Any], datasets_dir: Path, repo
 def compile_e2e(program: SelfRAG, *, loader: SplitLoader, optimizer: str = "bootstrap", train: int | None = 20,
                 dev: int | None = 10, budget: int | None = None, num_threads: int = 1, keep: Sequence[str] = (),
                 reflection_lm: dspy.LM | None = None, reporter: Reporter | None = None,
-                meter: UsageMeter | None = None, seed: int = SEED) -> tuple[StageReport, dict[str, Any]]:
+                meter: UsageMeter | None = None, seed: int = SEED,
+                teacher_lm: dspy.BaseLM | None = None) -> tuple[StageReport, dict[str, Any]]:
     """Compile the whole ``program`` on ``qa_en`` with ``e2e_metric``; predictors named in ``keep`` keep
     their current state, the others take the end-to-end demos. Runs the program sequentially."""
     reporter = reporter or Reporter()
@@ -177,7 +178,7 @@ def compile_e2e(program: SelfRAG, *, loader: SplitLoader, optimizer: str = "boot
                 _score_into(report, "before", program, devset, e2e_metric, num_threads=num_threads, reporter=reporter)
             opt, params, compile_kwargs = make_optimizer(optimizer, counted(e2e_metric, reporter), budget=budget,
                                                          num_threads=num_threads, labeled=False,
-                                                         reflection_lm=reflection_lm, seed=seed)
+                                                         reflection_lm=reflection_lm, seed=seed, teacher_lm=teacher_lm)
             reporter.stage(f"e2e: {optimizer} on {len(trainset)} questions", total=len(trainset))
             student = program.deepcopy()
             for _, p in student.named_predictors():

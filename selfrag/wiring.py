@@ -68,6 +68,21 @@ def build_lms(settings: Settings) -> tuple[dspy.LM, dspy.LM | None, dspy.Adapter
     return generator, critic, build_adapter(settings.lm)
 
 
+def build_teacher_lm(settings: Settings, teacher: str) -> dspy.LM:
+    """The teacher LM of a compile (``selfrag compile --teacher``): a profile name (``local`` | ``tiny``),
+    a ``.gguf`` path, or a LiteLLM model string (``openai/gpt-4o-mini``); the other LM settings stay."""
+    from selfrag.lm.factory import build_lm
+
+    if teacher in ("local", "tiny"):
+        update = {"profile": teacher, "model": None}
+    elif teacher.endswith(".gguf"):
+        update = {"profile": "local", "model": teacher}
+    else:
+        update = {"profile": "litellm", "model": teacher}
+    lm = settings.lm.model_copy(update={**update, "critic_model": None})
+    return build_lm(lm, logprobs=settings.lm.logprobs, top_logprobs=settings.lm.top_logprobs)
+
+
 @dataclass
 class Runtime:
     """The wired objects for one process: the program and what it was built from."""

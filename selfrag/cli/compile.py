@@ -2,7 +2,9 @@
 
 The composition root of a compile: settings → LMs (and, for ``--e2e``, the ``clapnq`` knowledge base)
 through :mod:`selfrag.wiring`, folders from :mod:`selfrag.paths`, handed to
-:func:`optimize.compile.compile_program`.
+:func:`optimize.compile.compile_program`. ``--data DIR`` compiles on a derived data folder (``selfrag
+data derive``; its collection answers the end-to-end and calibrate stages); ``--teacher MODEL``
+bootstraps the demos with a stronger LM (and is GEPA's reflection LM).
 """
 
 from __future__ import annotations
@@ -53,10 +55,17 @@ def compile_cmd(
         "--from", help="Start from this compiled artifact (its demos, instructions and thresholds).")] = None,
     parallel: Annotated[int, typer.Option(
         "--parallel", help="Examples scored in parallel (1 for an in-process model).")] = 1,
+    data: Annotated[Optional[Path], typer.Option(
+        "--data", help="A derived data folder (`selfrag data derive`): compile on it, the answer signature "
+                       "included in --judgement all.")] = None,
+    teacher: Annotated[Optional[str], typer.Option(
+        "--teacher", help="Teacher LM that bootstraps the demos and reflects for GEPA: a profile (local, tiny), "
+                          "a .gguf path or a LiteLLM model string. The artifact stays for the student LM.")] = None,
     config: ConfigOpt = None,
 ) -> None:
     """Compile SelfRAG's judgements on their labelled sets and write a compiled artifact with its manifest."""
     from optimize.compile import check_request, compile_program
+    from optimize.derived_data import read_manifest
     from optimize.errors import OptimizeError
     from optimize.optimizers import OPTIMIZERS
     from programs.artifacts import ArtifactError
@@ -68,27 +77,37 @@ def compile_cmd(
         fail(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}", 2)
     if parallel < 1:
         fail(f"--parallel must be >= 1, got {parallel}", 2)
+    if teacher is not None and (not teacher.strip() or teacher.strip() == "litellm"):
+        fail("--teacher needs a profile (local, tiny), a .gguf path or a LiteLLM model string such as "
+             "openai/gpt-4o-mini", 2)
     request = dict(optimizer=optimizer, judgements=judgement, e2e=e2e, train=train, dev=dev, e2e_train=e2e_train,
                    e2e_dev=e2e_dev, budget=budget, name=name)
     objective = parse_objective(answer_objective)
     if start_from is not None and not start_from.is_file():
         fail(f"--from: compiled artifact not found: {start_from}", 2)
     try:
-        check_request(**request, calibrate=calibrate)  # before any model is loaded
+        check_request(**request, calibrate=calibrate, with_answer=data is not None)  # before any model is loaded
+        data_manifest = read_manifest(data) if data is not None else None
     except OptimizeError as exc:
         fail(str(exc), 2)
     sizes = {"retrieve": cal_retrieve, "relevance": cal_relevance, "answer": cal_answer} if calibrate else None
     settings = settings_from(config, {"lm": {"profile": profile, "model": model, "threads": threads}})
 
+    retriever = None
+    if data_manifest is not None and (e2e or calibrate):  # the derived data's own collection answers
+        from selfrag.cli.data import open_collection
+
+        retriever = open_collection(settings, data_manifest["collection"]).retriever()
     try:
         lms = wiring.build_lms(settings)
+        teacher_lm = wiring.build_teacher_lm(settings, teacher) if teacher else None
         with RichReporter(console) as reporter:
             result = compile_program(
                 settings, lms=lms, splits_dir=paths.splits_dir(), out_dir=out_dir or paths.artifacts_dir(),
                 num_threads=parallel, reporter=reporter,
                 knowledge_base=lambda collection: wiring.build_knowledge_base(settings, collection=collection),
                 datasets_dir=paths.datasets_dir(), start_from=start_from, calibrate_sizes=sizes,
-                answer_objective=objective, **request)
+                answer_objective=objective, data_dir=data, teacher_lm=teacher_lm, retriever=retriever, **request)
     except (OptimizeError, ArtifactError) as exc:
         fail(str(exc), 2)
     except SelfRAGError as exc:

@@ -22,7 +22,8 @@ DEFAULT_PROGRAMS = "selfrag,vanilla-rag,no-retrieval,graded-rag"
 
 
 def eval_command(
-    dataset: Annotated[str, typer.Option("--dataset", help="clapnq | cmrc | PATH to a JSONL of QA records.")]
+    dataset: Annotated[str, typer.Option(
+        "--dataset", help="clapnq | cmrc | a QA file (JSONL) | a derived data folder (its dev questions).")]
     = "clapnq",
     programs: Annotated[str, typer.Option(
         "--programs", help="Comma list: selfrag, compiled:PATH, vanilla-rag, no-retrieval, graded-rag, crag.")]
@@ -44,6 +45,9 @@ def eval_command(
     strict: Annotated[bool, typer.Option(
         "--strict", help="Refuse a compiled artifact whose content does not match its recorded hash.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    collection: Annotated[Optional[str], typer.Option(
+        "--collection", help="Answer from this collection (default for a derived folder: the one it was "
+                             "derived from); gold documents matched by doc id or source.")] = None,
     config: ConfigOpt = None,
 ) -> None:
     """Evaluate programs on dev questions: results.jsonl, summary.json, summary.md and a plot."""
@@ -70,6 +74,17 @@ def eval_command(
             fail(str(exc), 2)
     if quiet:
         quiet_libraries()
+    if collection is None and Path(dataset).is_dir():  # a derived data folder knows its collection
+        from optimize.derived_data import read_manifest
+
+        try:
+            collection = read_manifest(dataset)["collection"]
+        except OptimizeError as exc:
+            fail(str(exc), 2)
+    if collection is not None:  # refuse an unknown or empty collection before any model is loaded
+        from selfrag.cli.data import open_collection
+
+        open_collection(settings, collection)
     try:
         lms = wiring.build_lms(settings)
         web_search = wiring.build_web(settings) if settings.web.backend != "none" else None
@@ -79,7 +94,7 @@ def eval_command(
                 knowledge_base=lambda collection: wiring.build_knowledge_base(settings, collection=collection),
                 datasets_dir=paths.datasets_dir(), splits_dir=paths.splits_dir(), limit=limit, run_id=run_id,
                 reports_dir=reports, support_limit=support_limit, semantic_f1=semantic_f1,
-                reporter=reporter, ingest_progress=not quiet, strict=strict)
+                reporter=reporter, ingest_progress=not quiet, strict=strict, collection=collection)
     except (OptimizeError, ArtifactError) as exc:
         fail(str(exc), 2)
     except SelfRAGError as exc:
