@@ -43,57 +43,6 @@ def balanced(examples: Sequence[Any], limit: int | None) -> list[Any]:
 QA_FIELDS = ("id", "question", "answers", "answer", "answerable", "gold_doc_ids", "related_doc_ids", "language")
 
 
-def _qa_record(obj: Any, where: str) -> dict[str, Any]:
-    """One JSONL QA record checked and completed (``where`` names its file and line in errors)."""
-    if not isinstance(obj, dict):
-        raise DataError(f"{where}: a record must be a JSON object, got {type(obj).__name__}")
-    question = obj.get("question")
-    if not isinstance(question, str) or not question.strip():
-        raise DataError(f"{where}: the record has no question (a non-empty string)")
-    record = {k: obj[k] for k in QA_FIELDS if k in obj}
-    if "answers" in record and not (isinstance(record["answers"], list)
-                                    and all(isinstance(a, str) for a in record["answers"])):
-        raise DataError(f"{where}: 'answers' must be a list of strings")
-    if "answer" in record and not isinstance(record["answer"], str):
-        raise DataError(f"{where}: 'answer' must be a string")
-    for key in ("gold_doc_ids", "related_doc_ids"):
-        if key in record and not (isinstance(record[key], list) and all(isinstance(x, (str, int)) for x in record[key])):
-            raise DataError(f"{where}: {key!r} must be a list of document ids")
-    if "answerable" in record and not isinstance(record["answerable"], bool):
-        raise DataError(f"{where}: 'answerable' must be true or false")
-    if "id" in record and not isinstance(record["id"], (str, int)):
-        raise DataError(f"{where}: 'id' must be a string or a number")
-    return record
-
-
-def read_qa_records(path: Path) -> list[dict[str, Any]]:
-    """The QA records of a JSONL file; DataError naming the line for anything that is not one."""
-    records = []
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = list(fh)
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise DataError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path} line {lineno}"
-        try:
-            obj = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise DataError(f"{where}: not valid JSON: {exc}") from None
-        record = _qa_record(obj, where)
-        record.setdefault("id", f"{path.stem}:{lineno}")
-        record["id"] = str(record["id"])
-        record.setdefault("answers", [record["answer"]] if record.get("answer") else [])
-        record.setdefault("answerable", bool(record["answers"]))
-        record.setdefault("gold_doc_ids", [])
-        records.append(record)
-    return records
-
-
 def load_examples(dataset: str, splits_dir: Path, limit: int | None = None) -> list[dspy.Example]:
     """Dev examples of ``clapnq`` / ``cmrc`` (the derived splits in ``splits_dir``), of a QA file
     (:mod:`optimize.qa_format`, refused with its first bad line) or of a derived data folder (its ``qa``

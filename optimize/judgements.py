@@ -36,8 +36,8 @@ from optimize.metrics import (
     support_accuracy,
     usefulness_accuracy,
 )
-from programs.base import quote_safe
-from programs.selfrag import format_passages
+from programs.passages import quote_safe
+from programs.passages import format_passages
 from programs.types import Passage
 
 SEED = 0  # sampling of the examples and the optimizers' own seeds

@@ -23,7 +23,6 @@ from programs.batch_grading import parse_batch_verdicts
 from programs.failures import deciding_failure, web_passages_used
 from programs.judging import field_labels, record_soft, soft_items, soft_of
 from programs.passages import ABSTAIN_ANSWER, cited_passages, citation, format_passages, passage_ref
-from programs.passages import quote_safe  # noqa: F401 - optimize/compile.py imports it from here (for now)
 from programs.scoring import Candidate
 from programs.settings import ProgramSettings
 from programs.thresholds import Thresholds

@@ -22,7 +22,6 @@ import time
 import dspy
 
 from programs.base import RAGModule
-from programs.passages import format_passages  # noqa: F401 - optimize/compile.py imports it from here (for now)
 from programs.judging import field_labels, record_soft, soft_of
 from programs.retrieve_rules import match_rule
 from programs.routing import route_after_answer_check, route_after_grading, route_retrieve_decision

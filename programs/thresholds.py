@@ -19,7 +19,7 @@ threshold, 0.5 with hard labels means "answer when the support judge says fully 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+
 
 from pydantic import BaseModel, ConfigDict, Field
 
