@@ -17,19 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from optimize.sources import normalize_question, read_clapnq, read_jsonl  # noqa: E402
-from selfrag.paths import datasets_dir, splits_dir  # noqa: E402
+from optimize.sources import normalize_question, read_clapnq, read_jsonl
+from selfrag.paths import datasets_dir, splits_dir
 
 POSITIVE = {"relevance": "relevant", "support": "fully"}
 

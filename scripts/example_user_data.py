@@ -19,12 +19,8 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run from a checkout without installing
-    sys.path.insert(0, str(ROOT))
-
-from optimize.sources import read_clapnq, stable_hash  # noqa: E402
-from selfrag.paths import datasets_dir  # noqa: E402
+from optimize.sources import read_clapnq, stable_hash
+from selfrag.paths import datasets_dir
 
 
 def page_name(title: str) -> str:

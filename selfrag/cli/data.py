@@ -111,8 +111,10 @@ def collection_catalog(kb: KnowledgeBase) -> Any:
 def check(
     qa_file: Annotated[Path, typer.Argument(help="QA file: JSON lines with question, answers (list), optional "
                                                  "gold_doc_ids, gold_sources, language, id.")],
+    config: ConfigOpt = None,
 ) -> None:
     """Validate a QA file: counts, and every bad line with its number and reason (exit 1 if any)."""
+    settings_from(config, {})  # a bad settings file is refused here too
     from optimize.errors import OptimizeError
     from optimize.qa_format import check_qa_file
 
@@ -150,11 +152,11 @@ def derive(
     from optimize.sources import RETRIEVE_FILE, read_retrieve_file
     from optimize.splits import sha256_hex
 
+    settings = settings_from(config, {})
     try:
         items = load_qa_file(qa_file, need_answerable=True)
     except OptimizeError as exc:
         fail(str(exc), 2)
-    settings = settings_from(config, {})
     kb = open_collection(settings, collection)
     try:
         with console.status(f"Deriving labelled sets from {len(items)} questions over {collection!r}…",
