@@ -26,24 +26,23 @@ import time
 from pathlib import Path
 from typing import Callable
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_kb import CachedEmbedder, pct  # noqa: E402
-from optimize.datasets import corpus_documents, default_datasets_dir, read_clapnq, read_cmrc  # noqa: E402
-from selfrag.kb.embedder import SentenceTransformerEmbedder  # noqa: E402
-from selfrag.kb.embedder_support import query_vectors  # noqa: E402
-from selfrag.kb.embedders_e5 import E5SmallEmbedder  # noqa: E402
-from selfrag.kb.embedders_use import UseM3Embedder  # noqa: E402
-from selfrag.kb.factory import build_knowledge_base  # noqa: E402
-from selfrag.kb.ingest import chunk_documents  # noqa: E402
-from selfrag.kb.loaders import Document  # noqa: E402
-from selfrag.kb.retriever import HybridRetriever  # noqa: E402
-from selfrag.settings import KBSettings, RetrievalSettings  # noqa: E402
+from bench.bench_kb import CachedEmbedder, pct
+from optimize.sources import corpus_documents, read_clapnq, read_cmrc
+from selfrag.paths import datasets_dir as default_datasets_dir
+from selfrag.paths import offline_environment
+from selfrag.kb.embedder import SentenceTransformerEmbedder
+from selfrag.kb.embedder_support import query_vectors
+from selfrag.kb.embedders_e5 import E5SmallEmbedder
+from selfrag.kb.embedders_use import UseM3Embedder
+from selfrag.kb.factory import build_knowledge_base
+from selfrag.kb.ingest import chunk_documents
+from selfrag.kb.loaders import Document
+from selfrag.kb.retriever import HybridRetriever
+from selfrag.settings import KBSettings, RetrievalSettings
 
 
 def _minilm(threads: int | None):
@@ -146,6 +145,7 @@ def parse_weights(text: str) -> tuple[float, float]:
 
 
 def main() -> None:
+    offline_environment()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--embedders", nargs="+", choices=sorted(EMBEDDERS), default=["minilm", "use-m3", "e5-small"])
     ap.add_argument("--datasets", nargs="+", choices=["clapnq", "cmrc"], default=["clapnq", "cmrc"])

@@ -37,7 +37,7 @@ from optimize.progress import Reporter
 from optimize.splits import load_split
 from optimize.stages import StageReport, compile_e2e, compile_judgement, e2e_retriever
 from optimize.usage import UsageMeter
-from programs.artifacts import load_state_into, save_artifact
+from programs.artifacts import load_state_into, read_artifact, save_artifact
 from programs.selfrag import SelfRAG
 
 _ARTIFACT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -189,10 +189,16 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         manifest["thresholds"] = calibration["thresholds"]
     if start_from is not None:
         manifest["started_from"] = str(start_from)
+        if not stages:  # calibrate only: the compiled state (and its measured scores) is the start's
+            started = read_artifact(start_from)["manifest"]
+            for key in ("scores", "stages", "optimizer"):
+                if started.get(key):
+                    manifest[key] = started[key]
     if data_manifest is not None:
         manifest["data"] = {"dir": str(data_dir), **{k: data_manifest.get(k) for k in (
             "format_version", "collection", "qa_file", "qa_sha256", "dataset_hash")}}
     artifact = save_artifact(program, out_dir / f"{name}.json", manifest)
+    manifest = read_artifact(artifact)["manifest"]  # as saved (with the state's content hash)
     manifest_path = out_dir / f"{name}.manifest.json"
     manifest_path.write_text(json.dumps(manifest, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")
     return CompileResult(program=program, manifest=manifest, artifact=artifact, manifest_path=manifest_path,

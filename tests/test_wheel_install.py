@@ -66,11 +66,14 @@ def test_wheel_install_finds_its_package_data_and_answers(tmp_path):
 
     subprocess.run([*python, "install", "--no-deps", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, timeout=300)
-    env = {**os.environ, "PYTHONPATH": str(target), "SELFRAG_KB__EMBEDDING_MODEL": "hash",
-           "SELFRAG_KB__PATH": str(elsewhere / "kb-probe")}
-    env.pop("SELFRAG_CONFIG", None)
-    probe = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, cwd=elsewhere,
-                           timeout=300)
+    # the demo corpus is auto-ingested only into the default collection at the default path
+    # (.selfrag/chroma under the working directory), so each run gets its own working directory
+    env = {**os.environ, "PYTHONPATH": str(target), "SELFRAG_KB__EMBEDDING_MODEL": "hash"}
+    for name in ("SELFRAG_CONFIG", "SELFRAG_KB__PATH", "SELFRAG_KB__COLLECTION"):
+        env.pop(name, None)
+    (elsewhere / "probe").mkdir()
+    probe = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env,
+                           cwd=elsewhere / "probe", timeout=300)
     assert probe.returncode == 0, probe.stderr[-3000:]
     found = json.loads(probe.stdout)
     installed = target / "selfrag"
@@ -83,11 +86,12 @@ def test_wheel_install_finds_its_package_data_and_answers(tmp_path):
 
     # the installed CLI end to end; `--retrieve never` keeps it to two tiny-model calls (the retrieval path
     # from a checkout is tests/cli/test_ask_tiny_e2e.py), the demo corpus is still ingested on first use
-    env.update({"SELFRAG_KB__PATH": str(elsewhere / "kb-ask"), "SELFRAG_LM__THREADS": "2"})
+    env.update({"SELFRAG_LM__THREADS": "2"})
+    (elsewhere / "ask").mkdir()
     ask = subprocess.run(
         [sys.executable, "-m", "selfrag.cli.app", "ask", "--profile", "tiny", "--retrieve", "never",
          "What is the range of the Heron cargo bike?", "--json"],
-        capture_output=True, text=True, env=env, cwd=elsewhere, timeout=600,
+        capture_output=True, text=True, env=env, cwd=elsewhere / "ask", timeout=600,
     )
     assert ask.returncode == 0, ask.stderr[-3000:]
     assert "ingested the demo corpus" in ask.stderr

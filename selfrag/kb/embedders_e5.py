@@ -31,7 +31,8 @@ def _engine_environment(threads: int | None) -> Iterator[None]:
     2-thread engine on a busy 2-core machine was ~10x slower than 1 thread (measured)."""
     names = ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")
     saved = {n: os.environ.get(n) for n in names}
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if saved["OMP_WAIT_POLICY"] is None:  # scoped to the engine load, restored below
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     try:
         yield
     finally:

@@ -45,7 +45,7 @@ def test_cli_eval_progress_goes_to_stderr_and_bad_run_ids_are_refused(hash_kb_se
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     r = runner.invoke(app, ["eval", "--dataset", str(empty), "--run-id", "e", "--reports", str(tmp_path / "rep")])
-    assert r.exit_code == 2 and "has no examples" in r.stderr
+    assert r.exit_code == 2 and "is empty" in r.stderr
 
 
 def test_cli_eval_on_a_dead_backend_exits_1(hash_kb_settings, tmp_path, monkeypatch):

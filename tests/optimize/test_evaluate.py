@@ -405,16 +405,16 @@ def test_a_resume_with_other_settings_is_refused_naming_them(hash_kb_settings, t
     evaluate(hash_kb_settings, data, parse_programs("vanilla-rag"), limit=4, **run)  # the same: resumes
 
 
-@pytest.mark.parametrize("content, problem", [
-    ("", "has no examples"),
-    ("\n\n", "has no examples"),
-    ('{"question": "ok?"}\n"just a string"\n', r"line 2: a record must be a JSON object, got str"),
-    ('{"question": "ok?"}\n\n[1, 2]\n', r"line 3: a record must be a JSON object, got list"),
-    ('{"question": "ok?"}\n{"question": "x", "answers": "1931"}\n', r"line 2: 'answers' must be a list"),
-    ('{"question": ""}\n', r"line 1: the record has no question"),
-    ('{"question": "a", "answerable": "yes"}\n', r"line 1: 'answerable' must be true or false"),
-    ('{"question": "a"}\n{oops\n', r"line 2: not valid JSON"),
-    ('{"question": "a", "id": 1}\n{"question": "b", "id": 1}\n', "used by more than one record"),
+@pytest.mark.parametrize("content, problem", [  # the QA file format of optimize.qa_format
+    ("", "is empty"),
+    ("\n\n", "is empty"),
+    ('{"question": "ok?", "answers": []}\n"just a string"\n', r"line 2: expected a JSON object, got str"),
+    ('{"question": "ok?", "answers": []}\n\n[1, 2]\n', r"line 3: expected a JSON object, got list"),
+    ('{"question": "ok?", "answers": []}\n{"question": "x", "answers": "1931"}\n', r"line 2: 'answers' must be a list"),
+    ('{"question": "", "answers": []}\n', r"line 1: 'question' is blank"),
+    ('{"question": "a", "answers": [], "answerable": "yes"}\n', r"line 1: 'answerable' must be true or false"),
+    ('{"question": "a", "answers": []}\n{oops\n', r"line 2: bad JSON"),
+    ('{"question": "a", "answers": [], "id": "1"}\n{"question": "b", "answers": [], "id": "1"}\n', "line 2: duplicate id"),
 ])
 def test_bad_eval_records_are_named_by_line(tmp_path, content, problem):
     from optimize.errors import DataError
