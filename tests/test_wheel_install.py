@@ -22,7 +22,7 @@ import json, selfrag
 from selfrag import paths
 from selfrag.settings import resolve
 from selfrag.wiring import build_runtime
-runtime = build_runtime(resolve(), lms=(None, None, None))
+runtime = build_runtime(resolve(), lms=(None, None, None), demo=True)
 sources = {m["source"] for _, _, m in runtime.kb.store.iter_all(include_sources_only=True)}
 print(json.dumps({
     "package": selfrag.__file__, "source_root": paths.source_root() and str(paths.source_root()),
@@ -82,15 +82,17 @@ def test_wheel_install_finds_its_package_data_and_answers(tmp_path):
     assert found["support_demos"] > 0  # the shipped artifact's compiled demos were loaded
 
     # the installed CLI end to end; `--retrieve never` keeps it to two tiny-model calls (the retrieval path
-    # from a checkout is tests/cli/test_ask_tiny_e2e.py), the demo corpus is still ingested on first use
-    env.update({"SELFRAG_KB__PATH": str(elsewhere / "kb-ask"), "SELFRAG_LM__THREADS": "2"})
+    # from a checkout is tests/cli/test_ask_tiny_e2e.py), the demo corpus is still ingested on first use into
+    # the default knowledge base (the default collection at the default path, under the working directory)
+    env.pop("SELFRAG_KB__PATH")
+    env.update({"SELFRAG_LM__THREADS": "2"})
     ask = subprocess.run(
         [sys.executable, "-m", "selfrag.cli.app", "ask", "--profile", "tiny", "--retrieve", "never",
          "What is the range of the Heron cargo bike?", "--json"],
         capture_output=True, text=True, env=env, cwd=elsewhere, timeout=600,
     )
     assert ask.returncode == 0, ask.stderr[-3000:]
-    assert "ingested the demo corpus" in ask.stdout
+    assert "ingested the demo corpus" in ask.stderr  # status lines go to stderr: stdout is only the JSON
     result = json.loads(ask.stdout[ask.stdout.index("{"):])
     assert result["trace"] and result["usage"]["lm_calls"] > 0
     assert result["abstained"] or result["answer"]

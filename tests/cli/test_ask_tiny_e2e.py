@@ -13,8 +13,7 @@ pytest.importorskip("llama_cpp", reason="the local extra (llama-cpp-python) is n
 
 @pytest.mark.slow
 def test_ask_end_to_end_with_the_tiny_model(tmp_path):
-    env_overrides = {
-        "SELFRAG_KB__PATH": str(tmp_path / "kb"),
+    env_overrides = {  # the default knowledge base, under the working directory: it gets the demo corpus
         "SELFRAG_LM__PROFILE": "tiny",
         "SELFRAG_LM__THREADS": "2",
         "SELFRAG_PROGRAM__K": "1",
@@ -22,7 +21,7 @@ def test_ask_end_to_end_with_the_tiny_model(tmp_path):
     }
     import os
 
-    env = {**os.environ, **env_overrides}
+    env = {**{k: v for k, v in os.environ.items() if k != "SELFRAG_KB__PATH"}, **env_overrides}
     proc = subprocess.run(
         [sys.executable, "-m", "selfrag.cli.app", "ask", "What is the range of the Heron cargo bike?", "--json"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
