@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import re
 import sys
@@ -86,6 +87,20 @@ def fail(message: str, code: int = 1) -> NoReturn:
     err_console.print(f"[bold red]error:[/] {escape(' '.join(clean(message).splitlines()))}", highlight=False,
                       soft_wrap=True)
     raise typer.Exit(code)
+
+
+class _CleanFormatter(logging.Formatter):
+    """Log lines (which quote file names, questions, documents) without terminal control characters."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return clean(super().format(record))
+
+
+def configure_logging(verbose: bool = False) -> None:
+    """Log to stderr (never stdout: ``--json`` output stays parseable), WARNING or DEBUG, cleaned (:func:`clean`)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_CleanFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, handlers=[handler])
 
 
 def quiet_libraries() -> None:

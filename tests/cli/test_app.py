@@ -128,3 +128,11 @@ def test_bad_settings_from_env_or_file_are_one_line_and_exit_2_for_every_command
         result = runner.invoke(app, [*path, *ARGS.get(path, [])], env=env)
         assert result.exit_code == 2, (env, toml, result.output)
         assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1 and problem in result.stderr
+
+
+def test_log_lines_go_to_stderr_without_terminal_control_characters():
+    code = ("import logging; from selfrag.cli.common import configure_logging; configure_logging(False); "
+            "logging.getLogger('selfrag.kb').warning('skipped %s', 'a\\x1b[31mred\\x1b]0;t\\x07 [/b].md'); print('out')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout == "out\n"
+    assert out.stderr == "WARNING selfrag.kb: skipped ared [/b].md\n"
