@@ -38,7 +38,7 @@ def main() -> None:
         settings = resolve({"lm": {"profile": args.profile, "threads": args.threads},
                             "kb": {"path": os.path.join(tmp, "kb")}, "program": {"strategy": args.strategy}})
         t0 = time.perf_counter()
-        runtime = build_runtime(settings)
+        runtime = build_runtime(settings, demo=True)  # a temporary knowledge base: give it the demo corpus
         setup = time.perf_counter() - t0
         table = Table(title=f"ask on demo questions ({args.profile}, {args.strategy}, threads={args.threads})")
         for col in ("question", "answer", "retrieved", "abstained", "support", "LM calls", "prompt tok",

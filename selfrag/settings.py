@@ -155,13 +155,17 @@ _toml_file: ContextVar[Path | None] = ContextVar("selfrag_toml_file", default=No
 
 def config_path(config_file: Path | None = None) -> Path:
     """The TOML file to read: ``config_file``, else ``$SELFRAG_CONFIG``, else ``./selfrag.toml`` (which
-    may be absent). A named file that is missing or is a folder is a :class:`ConfigError`."""
+    may be absent). A named file that is missing or is a folder, or a ``./selfrag.toml`` that is a
+    folder, is a :class:`ConfigError`."""
     if config_file is not None:
         path, origin = Path(config_file), "config file"
     elif os.environ.get(CONFIG_ENV):
         path, origin = Path(os.environ[CONFIG_ENV]), f"config file ({CONFIG_ENV})"
     else:
-        return Path(DEFAULT_CONFIG_FILE)
+        default = Path(DEFAULT_CONFIG_FILE)
+        if default.exists() and not default.is_file():
+            raise ConfigError(f"config file {DEFAULT_CONFIG_FILE} in the working directory is not a file")
+        return default
     if not path.expanduser().exists():
         raise ConfigError(f"{origin} not found: {path}")
     if not path.expanduser().is_file():

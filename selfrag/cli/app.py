@@ -7,12 +7,11 @@ litellm, chromadb or sentence-transformers.
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 import typer
 
-from selfrag.cli.common import CommandBoundary
+from selfrag.cli.common import CommandBoundary, configure_logging
 from selfrag.paths import offline_environment
 
 app = typer.Typer(cls=CommandBoundary, no_args_is_help=True, add_completion=False,
@@ -22,7 +21,7 @@ app = typer.Typer(cls=CommandBoundary, no_args_is_help=True, add_completion=Fals
 @app.callback()
 def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at DEBUG level to stderr.")] = False) -> None:
     offline_environment()
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(verbose)  # stderr, cleaned of terminal control characters
 
 
 def _register() -> None:

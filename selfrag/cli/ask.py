@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from selfrag.cli.common import (CollectionOpt, ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, err_console, fail,
-                                plain, quiet_libraries, settings_from, stdout_to_stderr)
+                                decoded, plain, quiet_libraries, settings_from, stdout_to_stderr)
 
 if TYPE_CHECKING:  # pragma: no cover
     from programs.types import RAGResult
@@ -39,6 +39,7 @@ def ask(
 
     Exits 1 when the LM calls that decide the answer failed (backend unreachable, key refused, prompt
     too long, timeouts): the cause is printed, and ``--json`` still prints the result with its ``error``."""
+    question = decoded(question)
     if not question.strip():
         fail("the question is empty", 2)
     settings = settings_from(config, {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import re
 import sys
@@ -57,15 +58,23 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+def decoded(text: str) -> str:
+    """A command-line argument as valid Unicode: bytes that were not UTF-8 (which Python keeps as lone
+    surrogates) become U+FFFD, so they cannot break a prompt, a store or a JSON reply later."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:
+            return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def clean(value: object) -> str:
     """``value`` as text that is safe to show in a terminal: escape sequences and control characters
     removed (tab and newline kept), and undecodable file-name bytes (surrogates) shown as U+FFFD."""
-    text = str(value)
-    try:
-        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "replace").decode("utf-8")
-    return _CONTROL.sub("", _ANSI.sub("", text))
+    return _CONTROL.sub("", _ANSI.sub("", decoded(str(value))))
 
 
 def plain(value: object, style: str = "") -> Text:
@@ -78,6 +87,20 @@ def fail(message: str, code: int = 1) -> NoReturn:
     err_console.print(f"[bold red]error:[/] {escape(' '.join(clean(message).splitlines()))}", highlight=False,
                       soft_wrap=True)
     raise typer.Exit(code)
+
+
+class _CleanFormatter(logging.Formatter):
+    """Log lines (which quote file names, questions, documents) without terminal control characters."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return clean(super().format(record))
+
+
+def configure_logging(verbose: bool = False) -> None:
+    """Log to stderr (never stdout: ``--json`` output stays parseable), WARNING or DEBUG, cleaned (:func:`clean`)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_CleanFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, handlers=[handler])
 
 
 def quiet_libraries() -> None:

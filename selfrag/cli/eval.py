@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from selfrag import paths
-from selfrag.cli.common import (ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, err_console, fail, plain,
+from selfrag.cli.common import (ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, clean, console, err_console, fail, plain,
                                 quiet_libraries, settings_from)
 from selfrag.errors import SelfRAGError
 
@@ -101,7 +101,7 @@ def eval_command(
         fail(str(exc), exc.exit_code)
     except ModelFileError as exc:
         fail(str(exc))
-    typer.echo((out_dir / "summary.md").read_text(encoding="utf-8"))  # plain: the table must not wrap
+    typer.echo(clean((out_dir / "summary.md").read_text(encoding="utf-8")))  # plain: the table must not wrap
     errors = sum(s["errors"] for s in summary["programs"].values())
     questions = sum(s["questions"] for s in summary["programs"].values())
     line = plain(f"reports in {out_dir}")

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from selfrag.cli.common import CollectionOpt, ConfigOpt, console, err_console, fail, plain, quiet_libraries, settings_from
+from selfrag.cli.common import (CollectionOpt, ConfigOpt, console, decoded, err_console, fail, plain, quiet_libraries,
+                                settings_from)
 
 if TYPE_CHECKING:  # pragma: no cover
     from selfrag.kb.knowledge_base import KnowledgeBase
@@ -122,7 +123,7 @@ def ingest(
     if report.stale_sources:
         err_console.print(plain("kept with --no-prune (vanished or unusable, their chunks still served):\n"
                                 + _listing(report.stale_sources), "yellow"))
-    if report.nothing_ingested:
+    if report.nothing_ingested and not report.pruned_sources:  # a failed ingest leaves the store as it was
         fail("nothing was ingested (every input was skipped or empty)", 1)
 
 
@@ -149,7 +150,7 @@ def search(
         if not isinstance(filters, dict):
             fail(f"--where must be a JSON object, got {type(filters).__name__}", 2)
     kb = _knowledge_base(_settings(config, collection, mode), existing=True)
-    passages = kb.retrieve(query, k=k, filters=filters)
+    passages = kb.retrieve(decoded(query), k=k, filters=filters)
     table = Table(title=plain(f"{len(passages)} result(s) from {kb.name!r} ({kb.retrieval.mode})"))
     table.add_column("#", justify="right")
     table.add_column("score", justify="right")

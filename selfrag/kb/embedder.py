@@ -78,11 +78,18 @@ def resolve_model_path(model: str) -> str:
 
 @functools.lru_cache(maxsize=4)
 def load_sentence_transformer(model_path: str, device: str = "cpu") -> Any:
-    """Load a SentenceTransformer once per process (cached by path and device)."""
+    """Load a SentenceTransformer once per process (cached by path and device). A model that cannot be
+    loaded is a :class:`~selfrag.errors.ConfigError` naming ``kb.embedding_model``."""
     from sentence_transformers import SentenceTransformer
 
+    from selfrag.errors import ConfigError
+
     log.info("loading sentence-transformers model %s on %s", model_path, device)
-    return SentenceTransformer(model_path, device=device)
+    try:
+        return SentenceTransformer(model_path, device=device)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"kb.embedding_model {model_path!r} cannot be loaded ({first})") from None
 
 
 class SentenceTransformerEmbedder:
@@ -130,10 +137,17 @@ class SentenceTransformerEmbedder:
 def make_embedder(model: str, batch_size: int = 64) -> Embedder:
     """The embedder named by a setting: "hash" or "hash-<dim>" gives a HashEmbedder; "use-m3" the
     multilingual Universal Sentence Encoder v3 (English and Chinese, numpy, shipped in its wheel);
-    "e5-small" multilingual-e5-small (slower); anything else a SentenceTransformerEmbedder."""
+    "e5-small" multilingual-e5-small (slower); the packaged MiniLM or a local model folder a
+    SentenceTransformerEmbedder. Anything else is a ConfigError (models are never downloaded)."""
+    from pathlib import Path
+
+    from selfrag.errors import ConfigError
+
     if model == "hash" or model.startswith("hash-"):
-        dim = int(model.split("-", 1)[1]) if "-" in model else 256
-        return HashEmbedder(dim)
+        dim = model.split("-", 1)[1] if "-" in model else "256"
+        if not dim.isdigit() or int(dim) < 8:
+            raise ConfigError(f"kb.embedding_model {model!r}: use 'hash' or 'hash-<dimension of at least 8>'")
+        return HashEmbedder(int(dim))
     if model == "use-m3":
         from selfrag.kb.embedders_use import UseM3Embedder
 
@@ -142,4 +156,7 @@ def make_embedder(model: str, batch_size: int = 64) -> Embedder:
         from selfrag.kb.embedders_e5 import E5SmallEmbedder
 
         return E5SmallEmbedder(batch_size=min(batch_size, 32))
+    if model != PACKAGED_EMBEDDER and not Path(model).expanduser().is_dir():
+        raise ConfigError(f"kb.embedding_model {model!r} is neither {PACKAGED_EMBEDDER!r}, 'use-m3', 'e5-small', "
+                          "'hash' nor a local model folder (models are never downloaded)")
     return SentenceTransformerEmbedder(model, batch_size=batch_size)

@@ -103,3 +103,37 @@ def test_importing_the_cli_loads_no_heavy_library():
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
+def test_bad_settings_from_env_or_file_are_one_line_and_exit_2_for_every_command(workdir, monkeypatch, path):
+    """Every command resolves its settings before any work: each kind of bad setting is one line, exit 2."""
+    cases = [
+        ({"SELFRAG_KB__PORT": "abc"}, None, "kb.port"),
+        ({"SELFRAG_LM": "{not json"}, None, "invalid settings"),
+        ({}, b'[kb]\ncollection = "\xff"\n', "invalid TOML"),
+        ({}, b"lm = 3\n", "lm: Input should be a valid dictionary"),
+        ({}, b"[nope]\nx = 1\n", "nope: unknown key"),
+        ({}, "DIR", "selfrag.toml in the working directory is not a file"),
+    ]
+    for env, toml, problem in cases:
+        config = workdir / "selfrag.toml"
+        if config.is_dir():
+            config.rmdir()
+        elif config.exists():
+            config.unlink()
+        if toml == "DIR":
+            config.mkdir()
+        elif toml is not None:
+            config.write_bytes(toml)
+        result = runner.invoke(app, [*path, *ARGS.get(path, [])], env=env)
+        assert result.exit_code == 2, (env, toml, result.output)
+        assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1 and problem in result.stderr
+
+
+def test_log_lines_go_to_stderr_without_terminal_control_characters():
+    code = ("import logging; from selfrag.cli.common import configure_logging; configure_logging(False); "
+            "logging.getLogger('selfrag.kb').warning('skipped %s', 'a\\x1b[31mred\\x1b]0;t\\x07 [/b].md'); print('out')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout == "out\n"
+    assert out.stderr == "WARNING selfrag.kb: skipped ared [/b].md\n"

@@ -45,6 +45,19 @@ def share(fraction: float, faults: Sequence[str] = FAULTS, seed: int = 0) -> Pla
     return lambda n, role: rng.choice(list(faults)) if rng.random() < fraction else None
 
 
+def per_role(faults: dict[str, Sequence[str | None]]) -> Plan:
+    """The ``i``-th call of a role gets ``faults[role][i]`` (None beyond the end, or for other roles)."""
+    seen: dict[str, int] = {}
+
+    def plan(n: int, role: str) -> str | None:
+        i = seen.get(role, 0)
+        seen[role] = i + 1
+        mine = faults.get(role, ())
+        return mine[i] if i < len(mine) else None
+
+    return plan
+
+
 def only(roles: set[str], fault: str) -> Plan:
     """Calls of ``roles`` fail with ``fault``; the others answer."""
     return lambda n, role: fault if role in roles else None

@@ -206,3 +206,14 @@ def test_a_bad_jsonl_line_is_listed_with_file_and_line(run, tmp_path):
     r = run("ingest", str(f), "-q")
     assert r.exit_code == 0 and "skipped lines" in r.stdout and "rows.jsonl:2" in r.stdout
     assert "'$where'" in r.stdout and _collections(tmp_path)["default"] == 1
+
+
+def test_an_unusable_embedding_model_is_a_config_error_before_the_store_is_touched(run, docs_dir, tmp_path,
+                                                                                   monkeypatch):
+    monkeypatch.setenv("SELFRAG_KB__EMBEDDING_MODEL", "no-such-model")
+    r = run("ingest", str(docs_dir), "-q")
+    assert r.exit_code == 2 and r.stderr.startswith("error: kb.embedding_model 'no-such-model' is neither")
+    assert not (tmp_path / "chroma").exists()
+    monkeypatch.setenv("SELFRAG_KB__EMBEDDING_MODEL", str(docs_dir))  # a folder, but not a model
+    r = run("ingest", str(docs_dir), "-q")
+    assert r.exit_code == 2 and "cannot be loaded" in r.stderr and r.stderr.count("\n") == 1

@@ -1,0 +1,86 @@
+"""Fault injection, as a property: for any pattern of failing LM calls (timeouts, 429, connection
+refused, auth, garbage JSON, empty output, context overflow), on any program and bounded settings, the
+program terminates within its LM-call bound, never raises, and ``result.error`` is set exactly when the
+calls that decide the answer failed — with the kind of fault that failed them."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from programs.settings import ProgramSettings
+from tests.faults.engine import EXPECTED_KIND, FAULTS, every, pattern, per_role, share
+from tests.faults.scenario import (PROGRAMS, STAGE_OF_ROLE, Behaviour, deciding_calls_failed, lm_call_bound,
+                                   run_question)
+
+FAULT_OR_NONE = st.one_of(st.none(), st.sampled_from(FAULTS))
+
+configs = st.builds(
+    ProgramSettings,
+    k=st.integers(1, 3),
+    max_rewrites=st.integers(0, 2),
+    max_web_rounds=st.integers(0, 2),
+    max_regenerations=st.integers(0, 2),
+    max_candidates=st.integers(1, 2),
+    grading=st.sampled_from(["batched", "per_passage"]),
+    judge_usefulness=st.sampled_from(["always", "multiple"]),
+    max_strips=st.integers(1, 4),
+)
+behaviours = st.builds(Behaviour, relevant=st.booleans(), support=st.sampled_from(["fully", "partially", "no"]),
+                       answerable=st.booleans(), web=st.sampled_from(["none", "passages", "failing"]))
+PROPERTY = settings(max_examples=40, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def check(run) -> None:
+    assert run.raised is None, f"{run.name} raised {run.raised!r}"
+    result = run.result
+    assert run.calls <= lm_call_bound(run.name, run.config), (run.name, run.calls, run.engine.log)
+    assert result.usage.lm_calls == run.calls
+    failed = deciding_calls_failed(run.engine.log)
+    assert (result.error is not None) == failed, (run.name, run.engine.log, result.error)
+    if failed:
+        assert result.abstained and result.abstain_reason == "lm_error"
+        injected = {EXPECTED_KIND[f] for _, f in run.engine.log if f is not None}
+        assert result.error_kind in injected and result.error.startswith(result.error_kind + ": ")
+    else:
+        assert result.error_kind is None and result.abstain_reason != "lm_error"
+    if result.used_web:
+        assert any(s.step == "web_search" and s.ok and s.output for s in result.trace)
+
+
+@PROPERTY
+@given(name=st.sampled_from(sorted(PROGRAMS)), faults=st.lists(FAULT_OR_NONE, max_size=30), config=configs,
+       behaviour=behaviours)
+def test_any_failure_pattern_terminates_in_bound_never_raises_and_reports_exactly(name, faults, config, behaviour):
+    check(run_question(name, pattern(faults), config, behaviour))
+
+
+ROLES = sorted({*STAGE_OF_ROLE, "retrieve_decision", "rewrite_query", "judge_usefulness", "rewrite_web_query"})
+
+
+ROLE_FAULTS = st.one_of(st.sampled_from(FAULTS).map(lambda f: [f] * 12),  # every call of the role fails
+                        st.lists(FAULT_OR_NONE, min_size=1, max_size=6))
+
+
+@PROPERTY
+@given(name=st.sampled_from(sorted(PROGRAMS)), config=configs, behaviour=st.one_of(st.just(Behaviour()), behaviours),
+       faults=st.dictionaries(st.sampled_from(ROLES), ROLE_FAULTS, min_size=1, max_size=3))
+def test_failures_of_single_judgements_are_reported_exactly(name, config, behaviour, faults):
+    """Faults aimed at chosen judgements (every support call failing while the drafts work, ...)."""
+    check(run_question(name, per_role(faults), config, behaviour))
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(name=st.sampled_from(sorted(PROGRAMS)), fraction=st.floats(0.0, 1.0), seed=st.integers(0, 1000),
+       behaviour=behaviours)
+def test_a_share_of_failing_calls_is_handled_the_same_way(name, fraction, seed, behaviour):
+    check(run_question(name, share(fraction, seed=seed), ProgramSettings(), behaviour))
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(name=st.sampled_from(sorted(PROGRAMS)), fault=st.sampled_from(FAULTS), behaviour=behaviours)
+def test_a_dead_backend_is_always_an_error_of_its_kind(name, fault, behaviour):
+    run = run_question(name, every(fault), ProgramSettings(), behaviour)
+    check(run)
+    assert run.result.error_kind == EXPECTED_KIND[fault]
