@@ -22,7 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from selfrag.paths import offline_environment  # noqa: E402
+
+def offline_environment() -> None:
+    from selfrag.paths import offline_environment as setup
+
+    setup()
 
 
 def program_rows(questions: int, rates: list[float], seed: int) -> list[tuple]:

@@ -28,7 +28,8 @@ from programs.types import LMFailureKind, TraceStep
 
 DECIDING_STAGES: dict[str, frozenset[str]] = {
     "relevance": frozenset({"grade_relevance", "grade_relevance_batch"}),
-    "retrieval_evaluation": frozenset({"evaluate_retrieval"}),
+    # CRAG's retrieval evaluator is not deciding: a failed evaluation routes as "ambiguous" (unknown evidence
+    # is not evidence of irrelevance, programs.routing.crag_action) and the refinement still decides.
     "refinement": frozenset({"filter_strip"}),
     "draft": frozenset({"generate_answer", "answer_directly"}),
     "support": frozenset({"judge_support"}),

@@ -32,7 +32,7 @@ PROGRAMS = {"selfrag": SelfRAG, "crag": CorrectiveRAG, "vanilla-rag": VanillaRAG
 # The deciding stages by engine role (the roles are the trace's step names): the same grouping as
 # programs.failures.DECIDING_STAGES, written out here so the oracle does not reuse the code under test.
 STAGE_OF_ROLE = {"grade_relevance": "relevance", "grade_relevance_batch": "relevance",
-                 "evaluate_retrieval": "retrieval_evaluation", "filter_strip": "refinement",
+                 "filter_strip": "refinement",  # evaluate_retrieval: a failure routes as "ambiguous"
                  "generate_answer": "draft", "answer_directly": "draft", "judge_support": "support"}
 
 
