@@ -275,6 +275,8 @@ class RAGModule(dspy.Module):
         (:func:`programs.failures.deciding_failure`; an abstention then has the reason ``lm_error``), and
         ``used_web`` only when a web search returned passages."""
         failure = deciding_failure(tracer.steps)
+        if failure is not None and best is not None:  # an answer its deciding judgements never checked
+            best, withheld = None, best
         if best is None:
             reason = "lm_error" if failure is not None else (reason or "no_relevant_passage")
             tracer.note("abstain", {"reason": reason, "answer": ABSTAIN_ANSWER},
