@@ -8,7 +8,7 @@ From the results lines of ``selfrag eval`` (each holds the program's full ``RAGR
   retrieval, so the label is 1 — this measures how sure the judge is of the right call);
 - **coverage–accuracy**: answer only the questions whose ``confidence`` reaches a cut-off; at each
   coverage (share of questions answered) the accuracy is the share of those answers that are right
-  (answerable and token F1 ≥ 0.5). Programs without a confidence (the baselines) get no curve.
+  (:func:`optimize.metrics.is_right_answer`: answerable and token precision ≥ 0.5 against a gold answer). Programs without a confidence (the baselines) get no curve.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from optimize import metrics as M
 from optimize.calibration import coverage_accuracy_curve, ece, plot_coverage_accuracy
 
 COVERAGE_PLOT = "coverage_accuracy.png"
-CORRECT_F1 = 0.5
 
 
 def _steps(row: dict[str, Any]) -> list[dict[str, Any]]:
@@ -31,7 +30,7 @@ def _steps(row: dict[str, Any]) -> list[dict[str, Any]]:
 def _correct(row: dict[str, Any]) -> bool:
     if row.get("abstained") or not row.get("answerable", True):
         return False
-    return float((row.get("scores") or {}).get("f1") or 0.0) >= CORRECT_F1
+    return float((row.get("scores") or {}).get("precision") or 0.0) >= M.RIGHT_PRECISION
 
 
 def program_calibration(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -57,6 +57,7 @@ def score(example: Any, pred: Any) -> dict[str, float]:
     return {
         "em": float(M.exact_match(example, pred)),
         "f1": float(M.answer_f1(example, pred)),
+        "precision": float(M.answer_precision(example, pred)),
         "e2e": M.e2e_score(example, pred),
         "abstention_correct": float(M.abstention_correct(example, pred)),
         "citation_hit": float(M.citation_hit(example, pred)),

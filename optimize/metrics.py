@@ -97,6 +97,16 @@ def token_f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def token_precision(prediction: str, gold: str) -> float:
+    """Share of the prediction's tokens found in the gold answer (bag of tokens; characters for CJK):
+    how much of what an answer says a long-form gold answer backs, whatever the answer's length."""
+    cjk = has_cjk(prediction) or has_cjk(gold)
+    p, g = tokens(prediction, cjk), tokens(gold, cjk)
+    if not p or not g:
+        return float(p == g)
+    return sum((Counter(p) & Counter(g)).values()) / len(p)
+
+
 def exact(prediction: str, gold: str) -> float:
     if has_cjk(prediction) or has_cjk(gold):
         return float(normalize_cjk(prediction) == normalize_cjk(gold))
@@ -230,6 +240,25 @@ def answer_f1(example: Any, pred: Any, trace: Any = None) -> float | bool:
     golds, answer = gold_answers(example), answer_text(pred)
     score = max((token_f1(answer, g) for g in golds), default=0.0)
     return _result(score, trace, E2E_TRACE_THRESHOLD)
+
+
+RIGHT_PRECISION = 0.5
+
+
+def answer_precision(example: Any, pred: Any, trace: Any = None) -> float | bool:
+    """Best token precision over the gold answers: the share of the answer's tokens a gold answer has."""
+    golds, answer = gold_answers(example), answer_text(pred)
+    score = max((token_precision(answer, g) for g in golds), default=0.0)
+    return _result(score, trace, RIGHT_PRECISION)
+
+
+def is_right_answer(answer: str, golds: list[str], answerable: bool = True) -> bool:
+    """Whether an answer should have been given: the question is answerable and at least half of the
+    answer's tokens are in a gold answer (long-form gold answers make token F1 a poor yes/no criterion:
+    a right short answer to a ClapNQ question has F1 ~0.2 and precision ~1). The one definition used by
+    the answer-threshold calibration and the eval's coverage–accuracy curve."""
+    return answerable and bool(answer.strip()) and \
+        max((token_precision(answer, g) for g in golds), default=0.0) >= RIGHT_PRECISION
 
 
 def abstention_correct(example: Any, pred: Any, trace: Any = None) -> float | bool:

@@ -243,15 +243,19 @@ class RAGModule(dspy.Module):
                config: dict | None = None) -> Candidate | None:
         """One cited answer from ``passages`` (``self.generate_answer``); None when the call failed or
         the draft says the passages do not answer (recorded as ``candidate_dropped``)."""
-        pred, _ = self._generator(tracer, "generate_answer", self.generate_answer, "answer", config=config,
-                                  question=question, passages=self._evidence(passages, question))
+        pred, step = self._generator(tracer, "generate_answer", self.generate_answer, "answer", config=config,
+                                     question=question, passages=self._evidence(passages, question))
         if pred is None:
             return None
+        # The drafter's own P(answerable = true), read from the same call's log-probabilities (free).
+        answerable = soft_of(pred, "answerable", field_labels(self.generate_answer, "answerable"))
+        record_soft(step, answerable)
         if pred.answerable is False or not str(pred.answer or "").strip():
             tracer.note("candidate_dropped", "passages do not answer the question", answer=pred.answer)
             return None
         return Candidate(answer=str(pred.answer).strip(), passages=passages,
-                         cited=cited_passages(passages, pred.citations), origin=origin)
+                         cited=cited_passages(passages, pred.citations), origin=origin,
+                         p_answerable=None if answerable is None else answerable.p(True))
 
     def _judge_support(self, tracer: Tracer, question: str, cand: Candidate) -> Candidate:
         """The support judge (``self.judge_support``) on ``cand`` against the passages it was drafted from."""

@@ -27,6 +27,7 @@ class Candidate:
     p_rel: float | None = None
     p_sup: dict[str, float] | None = None
     e_use: float | None = None
+    p_answerable: float | None = None  # the drafter's P(answerable = true) (same call); None = not read
 
     def score(self, w_rel: float = 1.0, w_sup: float = 1.0, w_use: float = 0.5) -> float:
         """w_rel·P(relevant) + w_sup·(P(fully) + 0.5·P(partially)) + w_use·E[use] (use mapped to −1..1);

@@ -22,6 +22,7 @@ import time
 import dspy
 
 from programs.base import RAGModule
+from programs.draft_contexts import context_key, first_contexts, regeneration_context
 from programs.judging import field_labels, record_soft, soft_of
 from programs.retrieve_rules import match_rule
 from programs.routing import route_after_answer_check, route_after_grading, route_retrieve_decision
@@ -54,7 +55,7 @@ def _charge(budget: TokenBudget, tracer: Tracer) -> None:
 class SelfRAG(RAGModule):
     """Self-reflective RAG over a retriever, with an optional web search (constructor: :class:`RAGModule`).
 
-    Retrieves ``2 * config.k`` candidates and grades them (one batched call by default); drafts one
+    Retrieves ``config.grade_pool`` (default k + 1) candidates and grades them (one batched call by default); drafts one
     answer from the top ``config.draft_passages`` relevant passages (``max_candidates = 1``) or one per
     relevant passage (``max_candidates > 1``, Self-RAG's parallel segments), critiques each for support
     (and usefulness when there are several to rank), and answers with the best only when its confidence
@@ -102,27 +103,21 @@ class SelfRAG(RAGModule):
             cand.e_use = sum(int(k) * v for k, v in soft.probs.items()) / (sum(soft.probs.values()) or 1.0)
         return cand
 
-    def _candidates(self, tracer: Tracer, question: str, relevant: list[tuple[Passage, float]], origin: str,
-                    budget: TokenBudget, config: dict | None = None, joint: bool = False) -> list[Candidate]:
-        """Draft and critique: one joint draft (``joint`` or ``max_candidates == 1``), else one per
-        passage (extra candidates only while the token budget allows)."""
+    def _candidates(self, tracer: Tracer, question: str, groups: list[list[tuple[Passage, float]]], origin: str,
+                    budget: TokenBudget, tried: set, config: dict | None = None) -> list[Candidate]:
+        """Draft and critique one candidate per context in ``groups`` (extra candidates only while the
+        token budget allows); each context drafted from is added to ``tried``."""
         cfg = self.config
-        if joint or cfg.max_candidates == 1:
-            # The most probable passages, shown in retrieval order: the draft and its support judgement
-            # then start with the same evidence as the grading call (a prefix llama.cpp reuses).
-            best = set(id(ps) for ps in sorted(relevant, key=lambda ps: -ps[1])[: cfg.draft_passages])
-            groups = [[ps for ps in relevant if id(ps) in best]]
-        else:
-            groups = [[ps] for ps in sorted(relevant, key=lambda ps: -ps[1])[: cfg.max_candidates]]
-            if len(groups) > 1 and not budget.allows("extra_candidates", STEP_ESTIMATES["extra_candidates"]
-                                                     * (len(groups) - 1)):
-                groups = groups[:1]
+        if len(groups) > 1 and not budget.allows("extra_candidates", STEP_ESTIMATES["extra_candidates"]
+                                                 * (len(groups) - 1)):
+            groups = groups[:1]
         rate = cfg.judge_usefulness == "always" or len(groups) > 1
         if rate and len(groups) == 1 and not budget.allows("usefulness_single", STEP_ESTIMATES["usefulness_single"]):
             rate = False
 
         def one(group: list[tuple[Passage, float]]) -> Candidate | None:
             passages = [p for p, _ in group]
+            tried.add(context_key(group))
             cand = self._draft(tracer, question, passages, origin, config)
             if cand is None:
                 return None
@@ -133,6 +128,9 @@ class SelfRAG(RAGModule):
         out = [c for c in self._map(one, groups) if c is not None]
         _charge(budget, tracer)
         return out
+
+    def _first(self, relevant: list[tuple[Passage, float]]) -> list[list[tuple[Passage, float]]]:
+        return first_contexts(relevant, self.config.max_candidates, self.config.draft_passages)
 
     def _choose(self, tracer: Tracer, candidates: list[Candidate]) -> Candidate | None:
         """The best candidate by (soft) weighted score, recorded with every candidate's score and confidence."""
@@ -187,7 +185,7 @@ class SelfRAG(RAGModule):
             if used_web:
                 passages = self._web(tracer, web, query)
             else:
-                passages = self._retrieve(tracer, query, 2 * cfg.k)
+                passages = self._retrieve(tracer, query, cfg.grade_pool or cfg.k + 1)
                 retrieval_failed = retrieval_failed or not tracer.steps[-1].ok
             relevant = self._relevant(tracer, question, passages)
             _charge(tokens, tracer)
@@ -212,7 +210,9 @@ class SelfRAG(RAGModule):
                 used_web = True
                 query = question
 
-        candidates = self._candidates(tracer, question, relevant, "web" if used_web else "kb", tokens)
+        tried: set = set()  # the contexts drafted from: a regeneration never repeats one
+        candidates = self._candidates(tracer, question, self._first(relevant), "web" if used_web else "kb",
+                                      tokens, tried)
         best = self._choose(tracer, candidates)
         regenerations = 0
         while True:
@@ -234,14 +234,20 @@ class SelfRAG(RAGModule):
                 break
             if nxt == "regenerate":
                 regenerations += 1
-                # All relevant passages together: a different context, then fresh samples of it.
-                config = {"rollout_id": regenerations, "temperature": 0.7} if regenerations > 1 else None
-                new = self._candidates(tracer, question, relevant, "regenerated", tokens, config=config, joint=True)
+                # A context not drafted from yet (the next most relevant passage alone); when none is
+                # left, a fresh sample of the first context (the same prompt at temperature 0 repeats).
+                group = regeneration_context(relevant, tried)
+                config = None if group is not None else {"rollout_id": regenerations, "temperature": 0.7}
+                tracer.note("regenerate", "new_context" if group is not None else "resample",
+                            passages=[p.id for p, _ in group] if group else None)
+                new = self._candidates(tracer, question, [group] if group else self._first(relevant)[:1],
+                                       "regenerated", tokens, tried, config=config)
             else:  # web
                 used_web = True
                 web_relevant = self._relevant(tracer, question, self._web(tracer, web, question))
                 relevant = web_relevant or relevant
-                new = self._candidates(tracer, question, web_relevant, "web", tokens) if web_relevant else []
+                new = self._candidates(tracer, question, self._first(web_relevant), "web", tokens,
+                                       tried) if web_relevant else []
             candidates.extend(new)
             best = self._choose(tracer, candidates) or best
 

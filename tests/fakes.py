@@ -128,6 +128,7 @@ class ScriptedEngine:
         self.script = script
         self.probs = probs or {}
         self.calls: list[tuple[str, dict[str, str]]] = []
+        self.temperatures: list[tuple[str, float | None]] = []  # (role, the request's temperature)
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
         self._lock = threading.Lock()
@@ -140,6 +141,7 @@ class ScriptedEngine:
         inputs = _inputs(user)
         with self._lock:
             self.calls.append((role, inputs))
+            self.temperatures.append((role, getattr(getattr(request, "config", None), "temperature", None)))
         reply = self.script.get(role)
         if reply is None and role == "grade_relevance_batch" and "grade_relevance" in self.script:
             reply = _batch_from_single(self.script["grade_relevance"], inputs)

@@ -8,7 +8,7 @@ def row(program, confidence, f1, answerable=True, abstained=False, rel=()):
              for pid, p in rel]
     trace.append({"step": "retrieve_decision", "probs": {"yes": 0.9, "no": 0.1, "continue": 0.0}})
     return {"task": "qa", "ok": True, "program": program, "answerable": answerable, "abstained": abstained,
-            "gold_doc_ids": ["clapnq:1"], "scores": {"f1": f1}, "result": {"confidence": confidence, "trace": trace}}
+            "gold_doc_ids": ["clapnq:1"], "scores": {"f1": f1, "precision": f1}, "result": {"confidence": confidence, "trace": trace}}
 
 
 def test_curve_ranks_answers_by_confidence_and_ece_reads_the_trace(tmp_path):

@@ -194,8 +194,8 @@ def test_baselines_reject_a_bad_retriever_and_an_empty_question():
 def test_selfrag_grade_steps_record_the_judged_passage():
     lm, engine = scripted_lm({"retrieve_decision": {"decision": "yes"}, **GRADED,
                               "judge_usefulness": {"usefulness": 5}})
-    program = SelfRAG(ListRetriever(KB), config=ProgramSettings(k=2, max_candidates=1), generator_lm=lm,
-                      adapter=dspy.JSONAdapter())
+    program = SelfRAG(ListRetriever(KB), config=ProgramSettings(k=2, max_candidates=1, grade_pool=4),
+                      generator_lm=lm, adapter=dspy.JSONAdapter())
     result = program(question=Q).result
     grades = [s for s in result.trace if s.step == "grade_relevance"]
     assert len(grades) == 4

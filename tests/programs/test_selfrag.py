@@ -122,16 +122,38 @@ def test_web_passages_answer_and_are_cited_with_url():
     assert result.citations[0].source == "https://example.org/zephyr"
 
 
-def test_unsupported_best_is_regenerated_from_all_relevant_passages():
+def test_unsupported_joint_draft_is_regenerated_from_the_most_relevant_passage_alone():
+    supports = iter(["no", "fully"])
+    probs = {"grade_relevance": lambda inp: {"relevant": 0.9 if "Zephyr" in inp["passage"] else 0.6}}
+    script = dict(GOOD, grade_relevance={"relevance": "relevant"},
+                  judge_support=lambda inp: {"support": next(supports)})
+    _, result, engine = run(script, probs=probs, k=2, max_candidates=1, max_regenerations=1)
+    drafts = [inp["passages"] for role, inp in engine.calls if role == "generate_answer"]
+    assert len(drafts) == 2
+    assert "[2]" in drafts[0]  # the joint draft read the relevant passages together
+    assert "[2]" not in drafts[1] and "Zephyr" in drafts[1]  # the redraft: the most relevant one alone
+    regen = [s for s in result.trace if s.step == "regenerate"]
+    assert [s.output for s in regen] == ["new_context"] and regen[0].inputs["passages"] == "['p1']"
+    assert result.supported == "fully" and not result.abstained
+    assert [s.output for s in result.trace if s.step == "route"][-2:] == ["regenerate", "accept"]
+
+
+def test_regeneration_never_repeats_a_context_it_resamples_instead():
     supports = iter(["no", "no", "fully"])
     script = dict(GOOD, grade_relevance={"relevance": "relevant"},
                   judge_support=lambda inp: {"support": next(supports)})
-    _, result, engine = run(script, k=1, max_candidates=2, max_regenerations=1)
-    drafts = [inp for role, inp in engine.calls if role == "generate_answer"]
-    assert len(drafts) == 3  # one per passage, then one from both together
-    assert all("[2]" not in d["passages"] for d in drafts[:2]) and "[2]" in drafts[2]["passages"]
+    lm, engine = scripted_lm(script)
+    program = SelfRAG(ListRetriever(KB), config=ProgramSettings(**PER_PASSAGE, k=1, max_candidates=2,
+                                                                max_regenerations=1),
+                      generator_lm=lm, adapter=dspy.JSONAdapter())
+    result = program(question="When did the Zephyr bridge open?").result
+    drafts = [inp["passages"] for role, inp in engine.calls if role == "generate_answer"]
+    assert len(drafts) == 3  # one per passage; both passages were drafted alone, so the redraft resamples
+    assert drafts[2] == drafts[0]
+    assert [s.output for s in result.trace if s.step == "regenerate"] == ["resample"]
+    temps = [t for role, t in engine.temperatures if role == "generate_answer"]
+    assert temps[-1] == 0.7 and temps[0] != 0.7
     assert result.supported == "fully" and not result.abstained
-    assert [s.output for s in result.trace if s.step == "route"][-2:] == ["regenerate", "accept"]
 
 
 def test_still_unsupported_after_all_fallbacks_abstains_with_the_reason():

@@ -213,3 +213,10 @@ def test_lm_calls_are_bounded_with_batched_grading():
     # decision + (1 + rewrites + web) grade batches + rewrites + (first + regeneration) · (draft + support)
     assert len(engine.calls) <= 1 + (1 + 2 + 1) + 2 + 2 * 2
     assert result.usage.lm_calls == len(engine.calls) and result.abstained
+
+
+def test_the_draft_records_its_own_probability_that_the_passages_answer():
+    probs = {"generate_answer": {"answerable": {True: 0.7, False: 0.3}}}
+    result, _ = run(GOOD, probs=probs)
+    (draft,) = [s for s in result.trace if s.step == "generate_answer"]
+    assert draft.soft is True and draft.probs == pytest.approx({"true": 0.7, "false": 0.3})
