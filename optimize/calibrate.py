@@ -109,12 +109,20 @@ def calibrate_relevance(program: Any, examples: Sequence[Any], max_questions: in
     return threshold, report, usage
 
 
+def _p_answerable(result: Any) -> float | None:
+    """The drafter's P(answerable) on the last draft of a result (its generate_answer step), if read."""
+    for step in reversed(result.trace):
+        if step.step == "generate_answer" and step.probs and "true" in step.probs:
+            return step.probs["true"]
+    return None
+
+
 def calibrate_answer(program: Any, examples: Sequence[Any], objective: Any,
                      out_dir: Path | None) -> tuple[float, dict, Usage]:
     """Run the program end to end at answer threshold 0; fit the threshold on the chosen candidates."""
     saved = program.config
     program.config = saved.model_copy(update={"answer_threshold": 0.0})
-    usage, probs, labels, answered = Usage(), [], [], 0
+    usage, probs, labels, answered, rows = Usage(), [], [], 0, []
     try:
         for ex in examples:
             result = program(question=str(M.field_value(ex, "question"))).result
@@ -125,10 +133,13 @@ def calibrate_answer(program: Any, examples: Sequence[Any], objective: Any,
             good = M.is_right_answer(result.answer, M.gold_answers(ex), bool(M.field_value(ex, "answerable", True)))
             probs.append(result.confidence)
             labels.append(good)
+            rows.append({"confidence": round(result.confidence, 4), "p_answerable": _p_answerable(result),
+                         "answerable": bool(M.field_value(ex, "answerable", True)), "right": good})
     finally:
         program.config = saved
     threshold, report = _fit("answer", probs, labels, objective, out_dir, Thresholds().answer)
     report["questions"], report["reached_a_candidate"] = len(examples), answered
+    report["rows"] = rows  # per answered question: what a different confidence signal would have decided
     if out_dir is not None and probs:
         curve = coverage_accuracy_curve(probs, labels)
         report["coverage_png"] = str(plot_coverage_accuracy({"selfrag": curve}, out_dir / "coverage-answer.png"))

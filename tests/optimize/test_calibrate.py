@@ -53,6 +53,9 @@ def test_calibrate_fits_each_threshold_and_reports(tmp_path):
     assert report["stages"]["retrieve"]["accuracy_with_rules_default"] == 0.5
     # confidence = E[support]: 0.925 when supported, 0.35 when not
     assert 0.35 < th["answer"] <= 0.925
+    rows = report["stages"]["answer"]["rows"]  # one per answered question, with the drafter's P(answerable)
+    assert len(rows) == 6 and {r["confidence"] for r in rows} == {0.925, 0.35}
+    assert [r["right"] for r in rows] == [True] * 3 + [False] * 3
     assert program.compiled_thresholds == Thresholds(**th)
     assert (tmp_path / "reliability-retrieve.png").is_file() and (tmp_path / "coverage-answer.png").is_file()
     assert report["cost"]["lm_calls"] == len(engine.calls)
