@@ -3,9 +3,12 @@
 :func:`rule_decision` returns ``"yes"`` (always retrieve), ``"no"`` (skip retrieval without asking the
 model) or ``None`` (no rule applies: ask the model judge). The rules are conservative: a "no" rule
 only fires when the whole message is arithmetic, a unit conversion, a greeting / thanks / goodbye, or
-a request to rewrite, translate or transform text the user gave (quoted, or after a colon), so a
-factual question falls through to the judge. An explicit reference to documents ("in the handbook",
-"according to the policy", "根据合同") is checked first and always retrieves.
+a request to rewrite, translate or transform text the user gave (quoted, or after a colon). An
+explicit reference to documents ("in the handbook", "according to the policy", "根据合同") is checked
+first and always retrieves; after the "no" rules, an impersonal factual wh-question ("Who designed …",
+"… 是哪一年竣工的？": a question word, no I/you, no quoted text) retrieves too — over the user's documents
+that is what the judge would say, and it saves its ~200 prompt tokens on most questions. Everything
+else (creative tasks, advice, questions about the user or the assistant) goes to the judge.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import re
 import unicodedata
 from typing import Literal, NamedTuple
 
-RuleName = Literal["documents", "arithmetic", "unit_conversion", "greeting", "given_text"]
+RuleName = Literal["documents", "arithmetic", "unit_conversion", "greeting", "given_text", "factual_question"]
 
 
 class RuleMatch(NamedTuple):
@@ -43,6 +46,8 @@ def match_rule(question: str) -> RuleMatch | None:
         return RuleMatch("no", "greeting")
     if is_given_text_task(text):
         return RuleMatch("no", "given_text")
+    if is_factual_question(text):
+        return RuleMatch("yes", "factual_question")
     return None
 
 
@@ -223,3 +228,24 @@ _TRANSFORM_ZH = re.compile(
 def is_given_text_task(text: str) -> bool:
     """A request to rewrite, translate or transform text supplied in the message itself."""
     return bool(_TRANSFORM_EN.match(text) or _TRANSFORM_ZH.search(text.replace(" ", ""))) and _given_text(text)
+
+
+# ---------------------------------------------------------------------- factual question → "yes"
+_WH_EN = re.compile(
+    r"^(?:who|whom|whose|when|where|which|what|why|how (?:many|much|long|old|far|big|tall|high|deep|did|does|do|"
+    r"was|were|is|are)|in (?:what|which)|on (?:what|which)|at (?:what|which)|from (?:what|which)|to (?:what|which))\b"
+)
+_PERSONAL_EN = re.compile(r"\b(?:i|i'm|i've|i'd|me|my|we|us|our|you|your|yours|you're|let's)\b")
+_WH_ZH = re.compile(r"谁|何时|什么时候|哪|多少|多[长高大远重久深宽]|几[个年月天次位种岁]|什么|为什么|怎样|怎么|如何|是否")
+_PERSONAL_ZH = re.compile(r"我|你|您|咱|写一|帮")
+
+
+def is_factual_question(text: str) -> bool:
+    """An impersonal question asking for a fact: it starts with a question word (English) or holds one
+    (Chinese), names neither the user nor the assistant, and quotes no text to work on."""
+    if quoted_spans(text):
+        return False
+    if _WH_EN.match(text):
+        return len(text.split()) >= 4 and not _PERSONAL_EN.search(text)
+    compact = text.replace(" ", "")
+    return len(compact) >= 4 and bool(_WH_ZH.search(compact)) and not _PERSONAL_ZH.search(compact) and bool(re.search(r"[\u4e00-\u9fff]", compact))

@@ -35,6 +35,7 @@ PROGRAMS = [SelfRAG, CorrectiveRAG, VanillaRAG, NoRetrieval, GradedRAG]
 
 
 def run(cls, plan, web=None, **cfg):
+    cfg.setdefault("retrieve_rules", False)  # the judge decides: its call is part of the failure plan
     lm, engine = faulty_lm(GOOD, plan)
     program = cls(ListRetriever(KB), web_search=web, config=ProgramSettings(**cfg), generator_lm=lm,
                   adapter=dspy.JSONAdapter())

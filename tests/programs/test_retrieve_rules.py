@@ -57,22 +57,42 @@ def test_explicit_documents_always_retrieve(question):
 
 @pytest.mark.parametrize("question", [
     "Who wrote the novel Dune?",
-    "What is 9/11?",
-    "What is 5G?",
     "When did 1984 come out?",
     "What happened in 1066?",
     "How many days are in the notice period?",
     "How many hours per week may a student work on a visa?",
     "What is the maximum weight in kg for checked luggage?",
+    "What is the square root of the population of Norway?",  # needs a fact first
+    "What is 20% of the GDP of France?",
+    "Which minerals are mined at the Kiruna mine in Sweden?",  # "mine" is not the user
+    "who wrote the book mark in the bible",
+    "in which year was the rosetta spacecraft launched",
+    "长城有多长？",
+    "上海中心大厦是哪一年竣工的？",
+    "为什么称猴面包树为笨蛋水果？",
+])
+def test_impersonal_factual_questions_retrieve(question):
+    assert match_rule(question) == ("yes", "factual_question")
+
+
+@pytest.mark.parametrize("question", [
     "Convert the invoice total to euros",
+    "What should I cook tonight?",  # about the user: the judge decides
+    "What do you think of jazz?",  # about the assistant
+    "Who are we meeting tomorrow?",
+    "What is the capital letter form of the word 'hello'?",  # quoted text to work on
+    "What is love?",  # too short to be sure
+    "What is 9/11?",
+    "What is 5G?",
+    "Write a haiku about autumn rain.",
+    "Suggest a name for a grey kitten.",
+    "我明天应该穿什么？",
+    "你觉得哪个颜色好看？",
     "Hi, who founded the Red Cross?",
     "Thanks! And what is the boiling point of ethanol?",
     "Translate the motto of the city of Paris into English",  # no given text: ask the judge
     "Summarise the chapter on taxation",
     "Rewrite the warranty terms in plain language",
-    "What is the square root of the population of Norway?",
-    "What is 20% of the GDP of France?",
-    "长城有多长？",
     "你好，请问北京大学是哪一年建立的？",
     "把公司的名称翻译成英文",
     "",

@@ -26,6 +26,7 @@ PER_PASSAGE = dict(grading="per_passage", judge_usefulness="always")
 
 
 def run(script, retriever=None, web=None, probs=None, **cfg):
+    cfg.setdefault("retrieve_rules", False)  # these tests script the retrieve judge
     lm, engine = scripted_lm(script, probs=probs)
     cfg = {**PER_PASSAGE, **cfg}
     program = SelfRAG(retriever or ListRetriever(KB), web_search=web, config=ProgramSettings(**cfg),

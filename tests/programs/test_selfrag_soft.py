@@ -28,6 +28,7 @@ GOOD = {
 
 
 def make(script, probs=None, retriever=None, web=None, **cfg):
+    cfg.setdefault("retrieve_rules", False)  # these tests script the retrieve judge
     lm, engine = scripted_lm(script, probs=probs)
     program = SelfRAG(retriever or ListRetriever(KB), web_search=web, config=ProgramSettings(**cfg),
                       generator_lm=lm, adapter=dspy.JSONAdapter())
@@ -115,10 +116,17 @@ def test_relevance_threshold_keeps_a_passage_the_label_calls_irrelevant():
 
 def test_cheap_rule_skips_the_retrieve_judge():
     script = {"answer_directly": {"answer": "51"}, "judge_usefulness": {"usefulness": 5}}
-    result, engine = run(script, question="What is 17 * 3?")
+    result, engine = run(script, question="What is 17 * 3?", retrieve_rules=True)
     assert "retrieve_decision" not in engine.roles() and not result.retrieved
     rule = next(s for s in result.trace if s.step == "retrieve_rule")
     assert rule.output == "no"
+
+
+def test_a_factual_question_retrieves_without_asking_the_judge():
+    result, engine = run(GOOD, retrieve_rules=True)  # "When did the Zephyr bridge open?"
+    assert "retrieve_decision" not in engine.roles() and result.retrieved
+    rule = next(s for s in result.trace if s.step == "retrieve_rule")
+    assert rule.output == "yes" and rule.inputs["rule"] == "factual_question"
 
 
 def test_rules_can_be_switched_off():

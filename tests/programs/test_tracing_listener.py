@@ -13,6 +13,7 @@ from tests.programs.test_selfrag import GOOD, KB
 
 
 def program(script, **cfg):
+    cfg.setdefault("retrieve_rules", False)  # the retrieve judge is the first step
     lm, engine = scripted_lm(script)
     rag = SelfRAG(ListRetriever(KB), config=ProgramSettings(k=1, **cfg), generator_lm=lm, adapter=dspy.JSONAdapter())
     return rag, engine
