@@ -152,10 +152,11 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
               reporter: Any = None) -> dict[str, Any]:
     """Fit the three thresholds in order (relevance before answer: the answer stage runs with the fitted
     relevance threshold) and set them on ``program.compiled_thresholds``. Returns the manifest section.
-    A size of 0 skips that stage (its threshold stays at the default). ``answer_examples`` overrides
+    A size of 0 skips that stage: its threshold stays what the program has (the artifact it was compiled
+    from, e.g. ``selfrag compile --from``), else the default. ``answer_examples`` overrides
     the ``qa_en`` examples (already balanced / limited by the caller)."""
     out_dir = Path(out_dir) if out_dir is not None else None
-    fitted, sections, total = Thresholds(), {}, Usage()
+    fitted, sections, total = getattr(program, "compiled_thresholds", None) or Thresholds(), {}, Usage()
     steps = [("retrieve", retrieve), ("relevance", relevance), ("answer", answer)]
     for name, size in steps:
         if size == 0:

@@ -66,3 +66,11 @@ def test_a_stage_of_size_zero_keeps_its_default(tmp_path):
     program = SelfRAG(ListRetriever(KB), generator_lm=lm, adapter=dspy.JSONAdapter())
     report = calibrate(program, loader=lambda t, s: [], retrieve=0, relevance=0, answer=0)
     assert report["thresholds"] == Thresholds().model_dump() and report["stages"] == {}
+
+
+def test_a_skipped_stage_keeps_the_threshold_the_program_was_compiled_with():
+    lm, _ = scripted_lm({})
+    program = SelfRAG(ListRetriever(KB), generator_lm=lm, adapter=dspy.JSONAdapter())
+    program.compiled_thresholds = Thresholds(retrieve=0.7, relevance=0.05, answer=0.5)
+    report = calibrate(program, loader=lambda t, s: [], retrieve=0, relevance=0, answer=0)
+    assert report["thresholds"] == {"retrieve": 0.7, "relevance": 0.05, "answer": 0.5}
