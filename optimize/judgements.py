@@ -14,8 +14,10 @@ includes it (``parse_judgements(..., with_answer=True)``).
 A judgement is compiled as a one-predictor :class:`JudgementModule` around a copy of the SelfRAG
 predictor; :func:`copy_predictor_state` puts the result back. The labelled examples are shown to the
 judge the way the program shows them at run time: a relevance passage becomes ``[1] (title) «text»``
-and support passages ``[n] «text»`` (:func:`runtime_view`), so compiled demos look like the prompts
-they will sit in.
+and support passages ``[n] «text»`` (:func:`runtime_view`), each cut to the window around the question's
+terms that the program shows (``passage_chars``, 450 by default), so compiled demos look like the prompts
+they will sit in — and cost what those passages cost (an unwindowed 1,600-character demo passage made
+every support call ~280 prompt tokens longer, with the same dev accuracy once windowed).
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ from optimize.metrics import (
     usefulness_accuracy,
 )
 from programs.passages import quote_safe
-from programs.passages import format_passages
+from programs.passages import format_passages, passage_window
+from programs.settings import ProgramSettings
+
+RUNTIME_CHARS = ProgramSettings().passage_chars  # the window a judge reads at run time
 from programs.types import Passage
 
 SEED = 0  # sampling of the examples and the optimizers' own seeds
@@ -127,15 +132,18 @@ _NUMBERED = re.compile(r"^\[(\d+)\]\s*", re.M)
 _FORMATTED = re.compile(r"^\[\d+\](?: \([^\n]*?\))? «")  # already "[1] (title) «text»"
 
 
-def runtime_view(example: dspy.Example, task: str) -> dspy.Example:
-    """The example with its passage(s) formatted as SelfRAG formats them at run time."""
+def runtime_view(example: dspy.Example, task: str, max_chars: int = RUNTIME_CHARS) -> dspy.Example:
+    """The example with its passage(s) formatted as SelfRAG formats them at run time: numbered, quoted,
+    each the ``max_chars`` window around the question's terms (``program.passage_chars``/``grade_chars``)."""
+    question = str(example.get("question") or "")
     if task == "relevance" and not _FORMATTED.match(str(example.passage)):
         p = Passage(id="p", text=str(example.passage), metadata={"title": str(example.get("title") or "")})
-        return example.copy(passage=format_passages([p], max_chars=10**6))
+        return example.copy(passage=format_passages([p], max_chars=max_chars, query=question))
     if task in ("support", "answer") and not _FORMATTED.match(str(example.passages)):
         parts = _NUMBERED.split(str(example.passages))
         if len(parts) >= 3 and not parts[0].strip():
-            blocks = [f"[{parts[i]}] «{quote_safe(parts[i + 1].strip())}»" for i in range(1, len(parts) - 1, 2)]
+            blocks = [f"[{parts[i]}] «{quote_safe(passage_window(parts[i + 1].strip(), question, max_chars))}»"
+                      for i in range(1, len(parts) - 1, 2)]
             return example.copy(passages="\n".join(blocks))
     return example
 

@@ -322,6 +322,11 @@ def test_examples_are_shown_as_the_program_shows_passages():
     sup = runtime_view(dspy.Example(question="q", passages="[1] One.\n[2] Two.", answer="a")
                        .with_inputs("question", "passages", "answer"), "support")
     assert sup.passages == "[1] «One.»\n[2] «Two.»"
+    # a long passage is shown as the window around the question's terms, as at run time
+    long = " ".join(["filler words here."] * 60) + " The Zephyr bridge opened in 1931. " + " ".join(["more."] * 80)
+    shown = runtime_view(dspy.Example(question="When did the Zephyr bridge open?", passages=f"[1] {long}", answer="1931")
+                         .with_inputs("question", "passages", "answer"), "support").passages
+    assert "opened in 1931" in shown and len(shown) <= 450 + 20
     train = sample_split("relevance", "train", 5, LOAD)
     assert len(train) == 5 and all(ex.passage.startswith("[1]") for ex in train)
     assert [ex.id for ex in train] == [ex.id for ex in sample_split("relevance", "train", 5, LOAD)]  # seeded
