@@ -55,7 +55,7 @@ def _charge(budget: TokenBudget, tracer: Tracer) -> None:
 class SelfRAG(RAGModule):
     """Self-reflective RAG over a retriever, with an optional web search (constructor: :class:`RAGModule`).
 
-    Retrieves ``config.grade_pool`` (default k + 1) candidates and grades them (one batched call by default); drafts one
+    Retrieves ``config.grade_pool`` (default k) candidates and grades them (one batched call by default); drafts one
     answer from the top ``config.draft_passages`` relevant passages (``max_candidates = 1``) or one per
     relevant passage (``max_candidates > 1``, Self-RAG's parallel segments), critiques each for support
     (and usefulness when there are several to rank), and answers with the best only when its confidence
@@ -185,7 +185,7 @@ class SelfRAG(RAGModule):
             if used_web:
                 passages = self._web(tracer, web, query)
             else:
-                passages = self._retrieve(tracer, query, cfg.grade_pool or cfg.k + 1)
+                passages = self._retrieve(tracer, query, cfg.grade_pool or cfg.k)
                 retrieval_failed = retrieval_failed or not tracer.steps[-1].ok
             relevant = self._relevant(tracer, question, passages)
             _charge(tokens, tracer)

@@ -27,6 +27,7 @@ PER_PASSAGE = dict(grading="per_passage", judge_usefulness="always")
 
 def run(script, retriever=None, web=None, probs=None, **cfg):
     cfg.setdefault("retrieve_rules", False)  # these tests script the retrieve judge
+    cfg.setdefault("grade_pool", cfg.get("k", 3) + 1)  # these tests grade a pool of k + 1 (KB of 3)
     lm, engine = scripted_lm(script, probs=probs)
     cfg = {**PER_PASSAGE, **cfg}
     program = SelfRAG(retriever or ListRetriever(KB), web_search=web, config=ProgramSettings(**cfg),
@@ -145,7 +146,7 @@ def test_regeneration_never_repeats_a_context_it_resamples_instead():
                   judge_support=lambda inp: {"support": next(supports)})
     lm, engine = scripted_lm(script)
     program = SelfRAG(ListRetriever(KB), config=ProgramSettings(**PER_PASSAGE, k=1, max_candidates=2,
-                                                                max_regenerations=1),
+                                                                max_regenerations=1, grade_pool=2),
                       generator_lm=lm, adapter=dspy.JSONAdapter())
     result = program(question="When did the Zephyr bridge open?").result
     drafts = [inp["passages"] for role, inp in engine.calls if role == "generate_answer"]

@@ -29,6 +29,7 @@ GOOD = {
 
 def make(script, probs=None, retriever=None, web=None, **cfg):
     cfg.setdefault("retrieve_rules", False)  # these tests script the retrieve judge
+    cfg.setdefault("grade_pool", cfg.get("k", 3) + 1)  # these tests grade a pool of k + 1 (KB of 3)
     lm, engine = scripted_lm(script, probs=probs)
     program = SelfRAG(retriever or ListRetriever(KB), web_search=web, config=ProgramSettings(**cfg),
                       generator_lm=lm, adapter=dspy.JSONAdapter())
@@ -228,3 +229,10 @@ def test_the_draft_records_its_own_probability_that_the_passages_answer():
     result, _ = run(GOOD, probs=probs)
     (draft,) = [s for s in result.trace if s.step == "generate_answer"]
     assert draft.soft is True and draft.probs == pytest.approx({"true": 0.7, "false": 0.3})
+
+
+def test_the_default_grading_pool_is_k_passages():
+    program, engine = make(GOOD, k=2, grade_pool=None)
+    result = program(question=QUESTION).result
+    retrieved = next(s for s in result.trace if s.step == "retrieve")
+    assert len(retrieved.output) == 2 and engine.count("grade_relevance_batch") == 1

@@ -14,6 +14,7 @@ from tests.programs.test_selfrag import GOOD, KB
 
 def program(script, **cfg):
     cfg.setdefault("retrieve_rules", False)  # the retrieve judge is the first step
+    cfg.setdefault("grade_pool", 2)  # two passages graded (in parallel with num_threads=2)
     lm, engine = scripted_lm(script)
     rag = SelfRAG(ListRetriever(KB), config=ProgramSettings(k=1, **cfg), generator_lm=lm, adapter=dspy.JSONAdapter())
     return rag, engine
