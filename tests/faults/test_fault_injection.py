@@ -53,7 +53,8 @@ def check(run) -> None:
         assert result.error_kind in injected and result.error.startswith(result.error_kind + ": ")
     else:
         assert result.error_kind is None and result.abstain_reason != "lm_error"
-    if result.used_web:
+    if result.used_web:  # web passages were used: they answered
+        assert not result.abstained and result.error is None
         assert any(s.step == "web_search" and s.ok and s.output for s in result.trace)
 
 

@@ -114,6 +114,17 @@ def test_used_web_is_false_when_the_web_search_failed(cls):
     assert result.abstained and result.used_web is False
 
 
+@pytest.mark.parametrize("cls", [SelfRAG, GradedRAG, CorrectiveRAG], ids=lambda c: c.__name__)
+def test_used_web_is_false_when_web_passages_came_back_but_a_dead_backend_never_used_them(cls):
+    web = FakeWeb([passage("w1", "The Zephyr bridge opened in 1931.", url="https://example.org/zephyr")])
+    lm, engine = faulty_lm(GOOD, every("refused"))
+    program = cls(ListRetriever(KB), web_search=web, config=ProgramSettings(), generator_lm=lm,
+                  adapter=dspy.JSONAdapter())
+    result = program(question=QUESTION).result
+    assert result.error_kind == "unreachable"
+    assert result.used_web is False
+
+
 def test_used_web_is_true_when_web_passages_answered():
     web_passage = passage("w1", "The Zephyr bridge opened in 1931.", url="https://example.org/zephyr")
     script = {**GOOD, "grade_relevance": lambda inp: {"relevance": "relevant" if "example.org" in inp["passage"]
