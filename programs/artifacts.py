@@ -87,7 +87,8 @@ def save_artifact(program: dspy.Module, path: Path | str, manifest: dict[str, An
     thresholds = getattr(program, "compiled_thresholds", None)
     if thresholds is not None:
         payload["thresholds"] = thresholds.model_dump()
-    payload[HASH_KEY] = content_hash(payload)
+    payload[HASH_KEY] = content_hash(payload)  # over state and thresholds only: the manifest may carry it
+    payload["manifest"][HASH_KEY] = payload[HASH_KEY]
     if manifest is not None:
         manifest[HASH_KEY] = payload[HASH_KEY]
     path.parent.mkdir(parents=True, exist_ok=True)

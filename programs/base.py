@@ -277,7 +277,8 @@ class RAGModule(dspy.Module):
 
         ``result.error`` is set when the LM calls that decided the answer failed
         (:func:`programs.failures.deciding_failure`; an abstention then has the reason ``lm_error``), and
-        ``used_web`` only when a web search returned passages."""
+        ``used_web`` only when a web search returned passages and the result is an answer (an abstention —
+        an error above all — used no passage, whatever the web returned)."""
         failure = deciding_failure(tracer.steps)
         if failure is not None and best is not None:  # an answer its deciding judgements never checked
             best, withheld = None, best
@@ -294,7 +295,7 @@ class RAGModule(dspy.Module):
             citations=[citation(p) for p in cited],
             retrieved=retrieved,
             abstained=best is None,
-            used_web=used_web and web_passages_used(tracer.steps),
+            used_web=used_web and best is not None and web_passages_used(tracer.steps),  # web passages answered
             supported=(best.support or "no") if best is not None and best.support_judged else None,
             usefulness=None if best is None else best.usefulness,
             score=round(best.score(cfg.w_rel, cfg.w_sup, cfg.w_use), 4) if best and self.reports_score else None,

@@ -7,7 +7,7 @@ failed LM calls when some *deciding stage* the program reached has no successful
 
 - ``relevance``: the relevance grades (batched or per passage), which decide whether anything is answered;
 - ``retrieval_evaluation`` and ``refinement``: CRAG's evaluator and strip filter, the same role;
-- ``draft``: the answer drafts (or the direct answer without retrieval);
+- ``draft``: the answer drafts (or the direct answer without retrieval, or decompose-serial's composed answer);
 - ``support``: the support judgements, which decide whether a draft is given.
 
 A stage where some calls failed and others succeeded is a partial failure: the trace records it and
@@ -31,7 +31,7 @@ DECIDING_STAGES: dict[str, frozenset[str]] = {
     # CRAG's retrieval evaluator is not deciding: a failed evaluation routes as "ambiguous" (unknown evidence
     # is not evidence of irrelevance, programs.routing.crag_action) and the refinement still decides.
     "refinement": frozenset({"filter_strip"}),
-    "draft": frozenset({"generate_answer", "answer_directly"}),
+    "draft": frozenset({"generate_answer", "answer_directly", "compose_answer"}),  # compose: decompose-serial
     "support": frozenset({"judge_support"}),
 }
 

@@ -35,7 +35,7 @@ def build_knowledge_base(kb: KBSettings, retrieval: RetrievalSettings,
     from selfrag.kb.chunking import RecursiveChunker, SemanticChunker
     from selfrag.kb.embedder import make_embedder
     from selfrag.kb.knowledge_base import KnowledgeBase
-    from selfrag.kb.store import ChromaStore, make_client, validate_collection_name
+    from selfrag.kb.store import ChromaStore, LazyClient, make_client, validate_collection_name
 
     validate_collection_name(kb.collection)
     embedder = embedder if embedder is not None else make_embedder(kb.embedding_model, kb.embed_batch_size)
@@ -43,7 +43,10 @@ def build_knowledge_base(kb: KBSettings, retrieval: RetrievalSettings,
         chunker = SemanticChunker(embedder, kb.semantic_threshold, kb.chunk_size, 0)
     else:
         chunker = RecursiveChunker(kb.chunk_size, kb.chunk_overlap)
-    client = make_client(kb.server, kb_folder(kb), kb.host, kb.port)
+    # A persistent store is created on first use (nothing is written while a command can still be refused);
+    # a server is reached now, so that an unreachable one is an error, not an empty retrieval.
+    client = LazyClient(kb_folder(kb)) if kb.server == "persistent" else \
+        make_client(kb.server, kb_folder(kb), kb.host, kb.port)
     store = ChromaStore(client, kb.collection, embedder.name)
     return KnowledgeBase(store, embedder, chunker, retrieval, bm25_dir=bm25_directory(kb),
                          write_batch=kb.write_batch_size, home=kb_folder(kb))

@@ -47,6 +47,19 @@ def make_client(server: str = "persistent", path: str | Path = ".selfrag/chroma"
     raise ValueError(f"kb.server must be 'persistent' or 'http', got {server!r}")
 
 
+class LazyClient:
+    """A persistent Chroma client made on its first use, so that assembling a knowledge base creates no
+    folder or database: a command refused later (a bad artifact, a missing model) leaves no store behind."""
+
+    def __init__(self, path: str | Path):
+        self._path, self._client = path, None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            self._client = make_client("persistent", self._path)
+        return getattr(self._client, name)
+
+
 def _valid_text(text: str) -> str:
     """``text`` with lone surrogates (which Chroma cannot store) replaced by U+FFFD."""
     try:

@@ -170,8 +170,20 @@ def test_a_mistyped_collection_is_refused_and_not_created_or_filled(workspace, t
 def test_a_failing_command_never_ingests_the_demo(workspace, tmp_path):
     result = runner.invoke(app, ["ask", "What is the range?", "--program", str(tmp_path / "missing.json")])
     assert result.exit_code == 2 and "artifact not found" in result.stderr
-    assert collections_at(tmp_path / ".selfrag" / "chroma").get("default", 0) == 0
+    assert not (tmp_path / ".selfrag").exists()  # the store is not even created
     assert workspace.calls == []
+
+
+def test_an_unusable_model_is_refused_before_the_store_is_created(workspace, tmp_path, monkeypatch):
+    from selfrag.errors import SelfRAGError
+
+    def no_model(settings):
+        raise SelfRAGError("model file not found: /models/missing.gguf", 1)
+
+    monkeypatch.setattr("selfrag.wiring.build_lms", no_model)
+    result = runner.invoke(app, ["ask", "What is the range?"])
+    assert result.exit_code == 1 and result.stderr == "error: model file not found: /models/missing.gguf\n"
+    assert not (tmp_path / ".selfrag").exists()
 
 
 def test_the_demo_goes_only_into_the_default_collection_at_the_default_path(workspace, tmp_path, monkeypatch):

@@ -11,9 +11,7 @@ from typing import Any
 
 import dspy
 
-from programs.baselines import GradedRAG, NoRetrieval, VanillaRAG
-from programs.crag import CorrectiveRAG
-from programs.selfrag import SelfRAG
+from programs.registry import PROGRAM_NAMES, program_class
 from programs.settings import ProgramSettings
 from programs.types import RAGResult, WebSearchError
 from tests.faults.engine import FaultyEngine, Plan, faulty_lm
@@ -26,11 +24,14 @@ KB = [
 ]
 WEB = [passage("w1", "Zephyr bridge: opened 1931.", url="https://example.org/zephyr")]
 QUESTION = "When did the Zephyr bridge open?"
-PROGRAMS = {"selfrag": SelfRAG, "crag": CorrectiveRAG, "vanilla-rag": VanillaRAG, "no-retrieval": NoRetrieval,
-            "graded-rag": GradedRAG}
+# Every registered program (programs.registry is the one list): a program registered there is under the
+# fault property and in bench_faults without touching this file — except its LM-call bound below.
+PROGRAMS = {name: program_class(name) for name in PROGRAM_NAMES}
 
-# The deciding stages by engine role (the roles are the trace's step names): the same grouping as
-# programs.failures.DECIDING_STAGES, written out here so the oracle does not reuse the code under test.
+# The deciding stages by engine role (the roles are mostly the trace's step names; decompose-serial's
+# compose_answer has generate_answer's output fields, so the engine sees it as generate_answer): the same
+# grouping as programs.failures.DECIDING_STAGES, written out here so the oracle does not reuse the code
+# under test.
 STAGE_OF_ROLE = {"grade_relevance": "relevance", "grade_relevance_batch": "relevance",
                  "filter_strip": "refinement",  # evaluate_retrieval: a failure routes as "ambiguous"
                  "generate_answer": "draft", "answer_directly": "draft", "judge_support": "support"}
@@ -59,6 +60,9 @@ class Behaviour:
             "evaluate_retrieval": lambda inp: {"score": (9 if self.relevant else 2) if "Zephyr" in inp["passage"] else 1},
             "filter_strip": {"keep": True},
             "rewrite_web_query": {"web_query": "zephyr bridge opened"},
+            "next_query": {"next_query": "Zephyr bridge river Oda"},  # iterative
+            "decompose_question": {"sub_questions": ["Which bridge spans the Oda?", "When did it open?"]},
+            "answer_sub_question": {"sub_answer": "1931" if self.answerable else "unknown"},
         }
 
     def web_search(self) -> FakeWeb | None:
@@ -108,7 +112,15 @@ def deciding_calls_failed(log: list[tuple[str, str | None]]) -> bool:
 
 
 def lm_call_bound(name: str, cfg: ProgramSettings) -> int:
-    """The most LM calls program ``name`` may make for one question under ``cfg`` (its docstring's bound)."""
+    """The most LM calls program ``name`` may make for one question under ``cfg`` (its docstring's bound;
+    no retrieval strategy is configured here, so retrieval costs no LM call). A newly registered program
+    fails the property tests with a KeyError until its bound is written here."""
+    if name == "iterative":
+        return 2 + 3 * (cfg.max_iterations - 1)  # draft + support, then per re-query: next query, draft, support
+    if name == "decompose-serial":
+        return 1 + cfg.max_subquestions + 1 + 1  # decompose, one answer per sub-question, compose, support
+    if name not in ("selfrag", "crag", "vanilla-rag", "no-retrieval", "graded-rag"):
+        raise KeyError(f"no LM-call bound for the registered program {name!r}: add it to tests/faults/scenario.py")
     if name in ("vanilla-rag", "no-retrieval"):
         return 1
     if name == "graded-rag":

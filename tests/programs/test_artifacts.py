@@ -101,6 +101,19 @@ def test_shipped_default_artifact_matches_the_current_program():
     assert any(p.demos for _, p in rag.named_predictors())
 
 
+@pytest.mark.parametrize("name", ["default.json", "bootstrap-relevance-support.json"])
+def test_shipped_artifacts_record_a_matching_content_hash(name):
+    """Else a tampered shipped artifact loads silently and ``--strict`` refuses the untouched one."""
+    from programs.artifacts import HASH_KEY, verify_content
+    from selfrag.paths import default_artifact
+
+    path = default_artifact().parent / name
+    payload = read_artifact(path)
+    assert verify_content(payload, path, strict=True)
+    manifest = json.loads(path.with_name(name.replace(".json", ".manifest.json")).read_text())
+    assert manifest[HASH_KEY] == payload["manifest"][HASH_KEY] == payload[HASH_KEY]
+
+
 def _tampered(tmp_path, edit):
     path = save_artifact(compiled_program(), tmp_path / "a.json")
     payload = json.loads(path.read_text())

@@ -5,9 +5,10 @@ over-long question is refused before any LM call."""
 import dspy
 import pytest
 
-from programs.baselines import GradedRAG, NoRetrieval, VanillaRAG
+from programs.baselines import GradedRAG
 from programs.crag import CorrectiveRAG
 from programs.failures import deciding_failure, failure_kind
+from programs.registry import PROGRAM_NAMES, program_class
 from programs.selfrag import SelfRAG
 from programs.settings import ProgramSettings
 from programs.types import TraceStep, WebSearchError
@@ -30,8 +31,11 @@ GOOD = {
     "evaluate_retrieval": lambda inp: {"score": 9 if "Zephyr" in inp["passage"] else 1},
     "filter_strip": {"keep": True},
     "rewrite_web_query": {"web_query": "zephyr bridge"},
+    "next_query": {"next_query": "Zephyr bridge river Oda"},
+    "decompose_question": {"sub_questions": ["Which bridge spans the Oda?", "When did it open?"]},
+    "answer_sub_question": {"sub_answer": "1931"},
 }
-PROGRAMS = [SelfRAG, CorrectiveRAG, VanillaRAG, NoRetrieval, GradedRAG]
+PROGRAMS = [program_class(name) for name in PROGRAM_NAMES]  # every registered program
 
 
 def run(cls, plan, web=None, **cfg):
@@ -78,6 +82,18 @@ def test_failed_support_judgements_withhold_the_answer_as_an_error():
     assert result.error_kind == "timeout" and "support" in result.error
 
 
+def test_a_failed_composition_of_a_decomposed_question_is_an_error():
+    # compose_answer has generate_answer's output fields: the engine sees it as generate_answer
+    result, engine = run(program_class("decompose-serial"), only({"generate_answer"}, "timeout"))
+    assert engine.failed_roles() == ["generate_answer"]
+    assert result.abstained and result.error_kind == "timeout" and "draft" in result.error
+
+
+def test_failed_drafts_of_every_iterative_round_are_an_error():
+    result, engine = run(program_class("iterative"), only({"generate_answer"}, "refused"), max_iterations=2)
+    assert result.abstained and result.error_kind == "unreachable" and "draft" in result.error
+
+
 def test_an_irrelevant_knowledge_base_is_still_an_honest_abstention():
     script = {**GOOD, "grade_relevance": {"relevance": "irrelevant"}}
     lm, engine = faulty_lm(script, pattern([]))
@@ -97,6 +113,17 @@ def test_used_web_is_false_when_the_web_search_failed(cls):
     result = program(question=QUESTION).result
     assert web.queries, "the web was tried"
     assert result.abstained and result.used_web is False
+
+
+@pytest.mark.parametrize("cls", [SelfRAG, GradedRAG, CorrectiveRAG], ids=lambda c: c.__name__)
+def test_used_web_is_false_when_web_passages_came_back_but_a_dead_backend_never_used_them(cls):
+    web = FakeWeb([passage("w1", "The Zephyr bridge opened in 1931.", url="https://example.org/zephyr")])
+    lm, engine = faulty_lm(GOOD, every("refused"))
+    program = cls(ListRetriever(KB), web_search=web, config=ProgramSettings(), generator_lm=lm,
+                  adapter=dspy.JSONAdapter())
+    result = program(question=QUESTION).result
+    assert result.error_kind == "unreachable"
+    assert result.used_web is False
 
 
 def test_used_web_is_true_when_web_passages_answered():
