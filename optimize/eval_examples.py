@@ -1,7 +1,8 @@
 """The questions an evaluation runs on, and the knowledge base they are answered from.
 
 Examples are the dev split of ``clapnq`` / ``cmrc``, a QA file or a derived folder, taken half
-answerable and half not (a third unanswerable for ``cmrc``, :func:`balanced`); the knowledge base is filled with the matching corpus
+answerable and half not (a third unanswerable for ``cmrc``: :func:`balanced`); the knowledge base is
+filled with the matching corpus
 only when the documents it holds don't match (:func:`ensure_corpus`).
 """
 
