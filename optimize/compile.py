@@ -34,8 +34,9 @@ from optimize.judgements import SEED, STAGES, SplitLoader, parse_judgements
 from optimize.manifest import build_manifest
 from optimize.optimizers import MIPRO_NEEDS_OPTUNA, OPTIMIZERS, has_optuna
 from optimize.progress import Reporter
-from optimize.splits import load_split
-from optimize.stages import StageReport, compile_e2e, compile_judgement, e2e_retriever
+from optimize.records_zh import QA_CORPUS
+from optimize.splits import language_loader, load_split
+from optimize.stages import E2E_COLLECTION, StageReport, compile_e2e, compile_judgement, e2e_retriever
 from optimize.usage import UsageMeter
 from programs.artifacts import load_state_into, read_artifact, save_artifact
 from programs.selfrag import SelfRAG
@@ -96,7 +97,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                     reporter: Reporter | None = None, loader: SplitLoader | None = None,
                     seed: int = SEED, start_from: Path | str | None = None, calibrate_sizes: dict | None = None,
                     answer_objective: Any = DEFAULT_ANSWER_OBJECTIVE, data_dir: Path | str | None = None,
-                    teacher_lm: Any = None) -> CompileResult:
+                    teacher_lm: Any = None, language: str = "en") -> CompileResult:
     """Compile SelfRAG's judgements (and end to end with ``e2e``) and write the artifact and its manifest.
 
     Args:
@@ -122,6 +123,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         data_dir: a derived data folder (:mod:`optimize.derived_data`) read instead of ``splits_dir``;
             ``"all"`` then includes the ``answer`` stage.
         teacher_lm: the teacher LM of the bootstrapping optimizers and GEPA's reflection LM.
+        language: ``en``, or ``zh``: the Chinese sets (``relevance_zh``..., ``qa_zh``; :func:`optimize.splits.language_loader`)
+            and the ``cmrc-qa`` collection for the end-to-end and calibrate stages.
     """
     names, name = check_request(optimizer=optimizer, judgements=judgements, e2e=e2e, train=train, dev=dev,
                                 e2e_train=e2e_train, e2e_dev=e2e_dev, budget=budget, name=name,
@@ -133,7 +136,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
     data_manifest = read_manifest(data_dir) if data_dir is not None else None  # refused before any LM call
     if data_dir is not None:
         splits_dir, loader = data_dir, loader or derived_loader(data_dir)
-    loader = loader or functools.partial(load_split, splits_dir=splits_dir)
+    loader = language_loader(loader or functools.partial(load_split, splits_dir=splits_dir), language)
+    corpus = QA_CORPUS if language == "zh" else E2E_COLLECTION
     reporter = reporter or Reporter()
     generator, critic, adapter = lms
     critic_lm = critic or generator
@@ -158,7 +162,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         stages.append(report)
     if e2e:
         if retriever is None:
-            program.retriever = e2e_retriever(knowledge_base, Path(datasets_dir), reporter)
+            program.retriever = e2e_retriever(knowledge_base, Path(datasets_dir), reporter, corpus)
         keep = [STAGES[n].predictor for n in names]
         with dspy.context(lm=generator, adapter=adapter):
             report, e2e_params = compile_e2e(
@@ -172,7 +176,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
     calibration = None
     if calibrate_sizes is not None:
         if calibrate_sizes.get("answer", 1) and retriever is None and isinstance(program.retriever, _NullRetriever):
-            program.retriever = e2e_retriever(knowledge_base, Path(datasets_dir), reporter)
+            program.retriever = e2e_retriever(knowledge_base, Path(datasets_dir), reporter, corpus)
         answer_n = calibrate_sizes.get("answer", 24)
         answer_examples = balanced(list(loader("qa_en", "train")), answer_n) if answer_n else None
         calibration = calibrate(program, loader=loader, out_dir=out_dir / f"{name}.calibration",
@@ -184,6 +188,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                               meter=meter, seconds=seconds, generator=generator, critic=critic,
                               reflection=reflection_lm, name=name, seed=seed, splits_dir=Path(splits_dir),
                               teacher=teacher_lm)
+    manifest["language"] = language
     if calibration is not None:
         manifest["calibration"] = calibration
         manifest["thresholds"] = calibration["thresholds"]

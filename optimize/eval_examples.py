@@ -1,12 +1,14 @@
 """The questions an evaluation runs on, and the knowledge base they are answered from.
 
 Examples are the dev split of ``clapnq`` / ``cmrc``, a QA file or a derived folder, taken half
-answerable and half not (:func:`balanced`); the knowledge base is filled with the matching corpus
+answerable and half not (a third unanswerable for ``cmrc``: :func:`balanced`); the knowledge base is
+filled with the matching corpus
 only when the documents it holds don't match (:func:`ensure_corpus`).
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -18,26 +20,36 @@ from optimize.metrics import field_value
 from optimize.qa_format import load_qa_file
 from optimize.splits import load_split, to_example
 
-DATASET_TASKS = {"clapnq": ("qa_en", "clapnq"), "cmrc": ("qa_zh", "cmrc")}  # dataset → (split task, corpus)
+DATASET_TASKS = {"clapnq": ("qa_en", "clapnq"), "cmrc": ("qa_zh", "cmrc-qa")}  # dataset → (split task, corpus)
+# Share of unanswerable questions a --limit takes: half for ClapNQ, a third for CMRC (as its split holds).
+UNANSWERABLE_SHARE = {"cmrc": 1 / 3}
 
 
 def example_id(example: Any) -> str:
     return str(field_value(example, "id") or field_value(example, "question"))
 
 
-def balanced(examples: Sequence[Any], limit: int | None) -> list[Any]:
-    """The first ``limit`` examples alternating answerable / unanswerable (half each while both last),
-    in file order within each kind; all examples (file order) when ``limit`` is None."""
+def balanced(examples: Sequence[Any], limit: int | None, unanswerable: float = 0.5) -> list[Any]:
+    """The first ``limit`` examples, answerable and unanswerable interleaved so that after n picks
+    ``floor(n · unanswerable)`` are unanswerable (half: alternating) while both kinds last, in file order
+    within each kind; all examples (file order) when ``limit`` is None."""
     if limit is None or limit >= len(examples):
         return list(examples)
     yes = [e for e in examples if field_value(e, "answerable", True)]
     no = [e for e in examples if not field_value(e, "answerable", True)]
     out: list[Any] = []
+    n_no = 0
     while len(out) < limit and (yes or no):
-        for pool in (yes, no):
-            if pool and len(out) < limit:
-                out.append(pool.pop(0))
+        want_no = math.floor((len(out) + 1) * unanswerable + 1e-9) > n_no
+        pool = no if (want_no and no) or not yes else yes
+        n_no += pool is no
+        out.append(pool.pop(0))
     return out
+
+
+def unanswerable_share(dataset: str) -> float:
+    """The share of unanswerable questions ``--limit`` takes from ``dataset``."""
+    return UNANSWERABLE_SHARE.get(dataset, 0.5)
 
 
 QA_FIELDS = ("id", "question", "answers", "answer", "answerable", "gold_doc_ids", "related_doc_ids", "language")
@@ -58,7 +70,7 @@ def load_examples(dataset: str, splits_dir: Path, limit: int | None = None) -> l
         examples = [to_example(item.record(), "qa_en") for item in load_qa_file(path)]  # optimize.qa_format
     if not examples:
         raise DataError(f"dataset {dataset!r} has no examples")
-    return balanced(examples, limit)
+    return balanced(examples, limit, unanswerable_share(dataset))
 
 
 def corpus_name(dataset: str, examples: Sequence[Any] = ()) -> str:

@@ -56,7 +56,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
               "|---|" + "---:|" * len(COLUMNS)]
     for name, s in summary["programs"].items():
         lines.append(f"| {name} | " + " | ".join(_fmt(fn(s)) for _, fn in COLUMNS) + " |")
-    lines += ["", "EM/F1/cite hit on answerable questions; e2e = F1 if answered (answerable) or 1 if abstained "
+    lines += ["", "EM/F1/cite hit on answerable questions (F1 over words; character-level, one token per CJK "
+              "character, when the answer or the gold is Chinese); e2e = F1 if answered (answerable) or 1 if abstained "
               "(unanswerable); rel P/R = relevance grader against gold passages over graded passages; "
               "grounded = answers the support judge accepted (fully/partially); errors are excluded from "
               "averages.", ""]

@@ -22,7 +22,8 @@ import dspy
 
 from optimize import sources
 from optimize.errors import DataError
-from optimize.eval_examples import balanced, corpus_name, ensure_corpus, example_id, load_examples
+from optimize.eval_examples import (balanced, corpus_name, ensure_corpus, example_id, load_examples,
+                                     unanswerable_share)
 from optimize.eval_calibration import calibration_markdown, calibration_summary, write_coverage_plot
 from optimize.eval_reports import SUMMARY_MD, write_reports
 from optimize.eval_runs import SemanticF1Judge, run_eval
@@ -117,7 +118,7 @@ def _run_config(settings: Any, dataset: str, labels: list[str], limit: int | Non
             raise DataError(f"run {run_id}: {len(missing)} example(s) of the run are not in {dataset}")
         config["programs"] = list(dict.fromkeys([*config.get("programs", []), *labels]))
         return config, [by_id[i] for i in config["example_ids"]]
-    examples = balanced(examples, limit)
+    examples = balanced(examples, limit, unanswerable_share(dataset))
     config = {"run_id": run_id, "programs": labels, "limit": limit,
               "example_ids": [example_id(e) for e in examples], "started": time.strftime("%Y-%m-%d %H:%M:%S"),
               **shaping}
@@ -176,7 +177,8 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     added = 0 if corpus is None else ensure_corpus(kb, sources.corpus_documents(corpus, Path(datasets_dir)),
                                                    progress=ingest_progress)
-    support_examples = load_split("support", "dev", splits_dir)[:support_limit] if support_limit else []
+    support_task = "support_zh" if (corpus or "").startswith("cmrc") else "support"
+    support_examples = load_split(support_task, "dev", splits_dir)[:support_limit] if support_limit else []
     judge = SemanticF1Judge(critic or generator, adapter) if semantic_f1 else None
     rows = run_eval(built, examples, out_dir, support_examples=support_examples, semantic_f1=judge,
                     reporter=reporter, on_row=on_row)

@@ -3,7 +3,7 @@ decisions, and relevance / support / usefulness judgements with mined hard negat
 
 Fields per task (inputs marked *):
 
-- ``qa_en`` (ClapNQ answerable + unanswerable), ``qa_zh`` (CMRC 2018): ``question``*, ``answer``
+- ``qa_en`` (ClapNQ answerable + unanswerable), ``qa_zh`` (CMRC 2018, :mod:`optimize.records_zh`): ``question``*, ``answer``
   (first gold answer, ``""`` if unanswerable), ``answers`` (all gold answers), ``gold_doc_ids``
   (``[]`` if unanswerable), ``related_doc_ids`` (the dataset passage of the question, also for
   unanswerable ones), ``answerable``, ``language``, ``source``, ``id``.
@@ -14,6 +14,8 @@ Fields per task (inputs marked *):
   (``gold``/``off_topic``/``evasive``).
 
 Every record also has ``id``, ``group`` (the source question it derives from) and ``source``.
+The Chinese sets (``qa_zh``, ``retrieve_zh``, ``relevance_zh``, ``support_zh``, ``usefulness_zh``) are
+built by :mod:`optimize.records_zh`.
 """
 
 from __future__ import annotations
@@ -266,11 +268,16 @@ def judgement_records(datasets_dir: Path, limit: int | None = None,
 
 
 def all_records(datasets_dir: Path, retrieve_file: Path, limit: int | None = None,
-                embed_fn: Callable | None = None) -> dict[str, list[dict]]:
-    records = {
-        "qa_en": qa_records("clapnq", datasets_dir, limit),
-        "qa_zh": qa_records("cmrc", datasets_dir, limit),
-        "retrieve": retrieve_records(datasets_dir, retrieve_file, limit),
-    }
-    records.update(judgement_records(datasets_dir, limit, embed_fn))
-    return records
+                embed_fn: Callable | None = None, tasks: Sequence[str] | None = None) -> dict[str, list[dict]]:
+    """The records of every task, or of ``tasks`` only (the English judgement sets, which need the
+    MiniLM embedder, are built only when one of them is asked for)."""
+    from optimize.records_zh import zh_records
+
+    wanted = set(tasks) if tasks is not None else None
+    records = {"retrieve": retrieve_records(datasets_dir, retrieve_file, limit)}
+    if wanted is None or "qa_en" in wanted:
+        records["qa_en"] = qa_records("clapnq", datasets_dir, limit)
+    if wanted is None or wanted & {"relevance", "support", "usefulness"}:
+        records.update(judgement_records(datasets_dir, limit, embed_fn))
+    records.update(zh_records(datasets_dir, records["retrieve"], limit))  # qa_zh and the *_zh judgements
+    return {task: recs for task, recs in records.items() if wanted is None or task in wanted}

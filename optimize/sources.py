@@ -175,7 +175,8 @@ def corpus_documents(dataset: str, datasets_dir: Path, distractors: bool = True)
 
     ``clapnq``: every ClapNQ passage once (answerable and unanswerable; two questions sharing a passage
     share its doc id) plus, with ``distractors``, all XQuAD English paragraphs. ``cmrc``: the CMRC
-    2018 paragraphs. Full passage text (the knowledge base chunks it)."""
+    2018 paragraphs; ``cmrc-qa``: those that are not held out (:mod:`optimize.records_zh`), what
+    ``qa_zh`` questions are answered from. Full passage text (the knowledge base chunks it)."""
     docs: list[tuple[str, dict]] = []
     if dataset in ("clapnq", "en", "qa_en"):
         seen: set[str] = set()
@@ -186,9 +187,13 @@ def corpus_documents(dataset: str, datasets_dir: Path, distractors: bool = True)
         if distractors:
             for p in read_xquad(datasets_dir):
                 docs.append((p.text.strip(), {"doc_id": p.doc_id, "title": p.title, "source": "xquad"}))
-    elif dataset in ("cmrc", "zh", "qa_zh"):
+    elif dataset in ("cmrc", "zh"):
         for p in read_cmrc(datasets_dir):
             docs.append((p.text.strip(), {"doc_id": p.doc_id, "title": p.title, "source": "cmrc2018"}))
+    elif dataset in ("cmrc-qa", "qa_zh"):  # without the held-out paragraphs of qa_zh's unanswerable questions
+        from optimize.records_zh import qa_corpus
+
+        docs = qa_corpus(read_cmrc(datasets_dir))
     else:
-        raise DataError(f"unknown corpus {dataset!r}: use 'clapnq' or 'cmrc'")
+        raise DataError(f"unknown corpus {dataset!r}: use 'clapnq', 'cmrc' or 'cmrc-qa'")
     return docs

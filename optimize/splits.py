@@ -31,9 +31,13 @@ TASK_INPUTS: dict[str, tuple[str, ...]] = {
     "relevance": ("question", "passage"),
     "support": ("question", "passages", "answer"),
     "usefulness": ("question", "answer"),
+    "retrieve_zh": ("question", "answer_so_far"),
+    "relevance_zh": ("question", "passage"),
+    "support_zh": ("question", "passages", "answer"),
+    "usefulness_zh": ("question", "answer"),
 }
 TASKS = tuple(TASK_INPUTS)
-GROUPED_TASKS = ("relevance", "support", "usefulness")  # a positive and its negative stay together
+GROUPED_TASKS = ("relevance", "support", "usefulness", "relevance_zh", "support_zh", "usefulness_zh")  # a positive and its negative stay together
 
 
 def split_records(records: list[dict], caps: dict[str, int] | None = None,
@@ -61,19 +65,28 @@ def sha256_hex(data: bytes) -> str:
 
 def build_splits(datasets_dir: str | Path, out_dir: str | Path, retrieve_file: str | Path, *,
                  limit: int | None = None, embed_fn: Callable | None = None,
-                 caps: dict[str, int] | None = None) -> dict:
+                 caps: dict[str, int] | None = None, tasks: list[str] | None = None) -> dict:
     """Write ``<out_dir>/<task>/{train,dev}.jsonl`` and ``<out_dir>/manifest.json``; return the manifest.
 
     ``limit`` samples that many items per source file (stable hash sample; for tests). ``embed_fn``
-    replaces the MiniLM embedder used for hard negatives (for tests)."""
+    replaces the MiniLM embedder used for hard negatives (for tests). ``tasks``: rebuild only these
+    tasks, keeping the other files of the existing manifest in ``out_dir`` (which must exist)."""
     datasets_dir, out_dir, retrieve_file = Path(datasets_dir), Path(out_dir), Path(retrieve_file)
     if not (datasets_dir / "clapnq").is_dir():
         raise DataError(f"no public datasets under {datasets_dir} (its clapnq/ folder is missing)")
     if not retrieve_file.is_file():
         raise DataError(f"retrieve-decision file not found: {retrieve_file}")
-    records = all_records(datasets_dir, retrieve_file, limit, embed_fn)
     files: dict[str, dict] = {}
-    for task in TASKS:
+    if tasks is not None:
+        unknown = sorted(set(tasks) - set(TASKS))
+        if unknown or not tasks:
+            raise DataError(f"unknown task(s) {', '.join(unknown) or '(none given)'}; expected some of {', '.join(TASKS)}")
+        if not (out_dir / MANIFEST).is_file():
+            raise DataError(f"{out_dir / MANIFEST} not found: build every task first (without tasks)")
+        old = json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
+        files = {rel: meta for rel, meta in old["files"].items() if rel.split("/")[0] not in tasks}
+    records = all_records(datasets_dir, retrieve_file, limit, embed_fn, tasks)
+    for task in tasks or TASKS:
         parts = split_records(records[task], caps, keep_groups=task in GROUPED_TASKS)
         for split in SPLITS:
             data = dump_records(parts[split])
@@ -93,12 +106,28 @@ def build_splits(datasets_dir: str | Path, out_dir: str | Path, retrieve_file: s
         "params": {"seed": SEED, "dev_fraction": DEV_FRACTION, "caps": caps or CAPS,
                    "max_passage_chars": MAX_PASSAGE_CHARS, "limit": limit,
                    "retrieve_sampled_per_dataset": RETRIEVE_SAMPLED_PER_DATASET,
-                   "embedder": "custom" if embed_fn else EMBEDDER},
+                   "embedder": "custom" if embed_fn else EMBEDDER,
+                   "zh_negatives": "character-bigram TF-IDF (optimize.records_zh)"},
         "inputs": {t: list(v) for t, v in TASK_INPUTS.items()},
     }
     text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
     (out_dir / MANIFEST).write_text(text, encoding="utf-8")
     return manifest
+
+
+LANGUAGE_TASKS = {"zh": {"qa_en": "qa_zh", "retrieve": "retrieve_zh", "relevance": "relevance_zh",
+                          "support": "support_zh", "usefulness": "usefulness_zh"}}
+
+
+def language_loader(loader: Callable[[str, str], list], language: str) -> Callable[[str, str], list]:
+    """``loader`` reading a language's own sets: for ``zh``, ``relevance`` reads ``relevance_zh``,
+    ``qa_en`` reads ``qa_zh`` and so on (what ``selfrag compile --language zh`` compiles on)."""
+    if language == "en":
+        return loader
+    if language not in LANGUAGE_TASKS:
+        raise DataError(f"unknown language {language!r}; expected en or {', '.join(LANGUAGE_TASKS)}")
+    names = LANGUAGE_TASKS[language]
+    return lambda task, split: loader(names.get(task, task), split)
 
 
 def to_example(record: dict, task: str) -> dspy.Example:

@@ -142,14 +142,15 @@ def compile_judgement(program: SelfRAG, judgement: str, *, loader: SplitLoader, 
 # ---------------------------------------------------------------- end to end
 
 
-def e2e_retriever(knowledge_base: Callable[[str], Any], datasets_dir: Path, reporter: Reporter | None = None) -> Any:
-    """Retriever over the ``clapnq`` collection (``knowledge_base(name)`` opens it), ingesting
-    ``corpus_documents("clapnq")`` once, when the collection is empty."""
+def e2e_retriever(knowledge_base: Callable[[str], Any], datasets_dir: Path, reporter: Reporter | None = None,
+                  corpus: str = E2E_COLLECTION) -> Any:
+    """Retriever over the ``corpus`` collection (``clapnq``; ``cmrc-qa`` for Chinese; ``knowledge_base(name)``
+    opens it), ingesting ``corpus_documents(corpus)`` once, when the collection is empty."""
     reporter = reporter or Reporter()
-    kb = knowledge_base(E2E_COLLECTION)
+    kb = knowledge_base(corpus)
     if kb.is_empty():
-        docs = sources.corpus_documents(E2E_COLLECTION, datasets_dir)
-        reporter.log(f"building the {E2E_COLLECTION!r} collection from {len(docs)} documents (once)")
+        docs = sources.corpus_documents(corpus, datasets_dir)
+        reporter.log(f"building the {corpus!r} collection from {len(docs)} documents (once)")
         kb.add_documents(docs)
     return kb.retriever()
 

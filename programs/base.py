@@ -22,7 +22,9 @@ import dspy
 from programs.batch_grading import parse_batch_verdicts
 from programs.failures import deciding_failure, web_passages_used
 from programs.judging import field_labels, record_soft, soft_items, soft_of
-from programs.passages import ABSTAIN_ANSWER, cited_passages, citation, format_passages, passage_ref
+from programs.language import abstain_answer
+from programs.passages import cited_passages, citation, format_passages, passage_ref
+from programs.retriever_calls import query_warning
 from programs.scoring import Candidate
 from programs.settings import ProgramSettings
 from programs.thresholds import Thresholds
@@ -169,6 +171,9 @@ class RAGModule(dspy.Module):
             return []
         step = tracer.note("retrieve", [p.id for p in passages], query=query)
         step.seconds = round(time.perf_counter() - start, 4)
+        warning = query_warning(self.retriever, query)
+        if warning and not any(s.step == "query_warning" and s.output == warning for s in tracer.steps):
+            tracer.note("query_warning", warning, query=query)
         return passages
 
     def _web(self, tracer: Tracer, budget: WebBudget, query: str) -> list[Passage]:
@@ -284,14 +289,14 @@ class RAGModule(dspy.Module):
             best, withheld = None, best
         if best is None:
             reason = "lm_error" if failure is not None else (reason or "no_relevant_passage")
-            tracer.note("abstain", {"reason": reason, "answer": ABSTAIN_ANSWER},
+            tracer.note("abstain", {"reason": reason, "answer": abstain_answer(question)},
                         **({"withheld": withheld.answer} if withheld is not None else {}))
         cfg = self.config
         confidence = (best or withheld).confidence() if (best or withheld) is not None else None
         cited = best.cited if best is not None else []
         result = RAGResult(
             question=question,
-            answer=ABSTAIN_ANSWER if best is None else best.answer,
+            answer=abstain_answer(question) if best is None else best.answer,
             citations=[citation(p) for p in cited],
             retrieved=retrieved,
             abstained=best is None,

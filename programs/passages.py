@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from programs.language import ABSTAIN_ANSWERS
 from programs.types import Citation, Passage
 
-ABSTAIN_ANSWER = "I could not find this in the available sources."
+ABSTAIN_ANSWER = ABSTAIN_ANSWERS["en"]  # a Chinese question gets programs.language.abstain_answer's
 
 _DELIMITERS = str.maketrans({"«": "‹", "»": "›"})
 

@@ -7,6 +7,9 @@ support simply by accepting them:
   what HyDE needs (``selfrag.kb.split_query.SplitQueryHybridRetriever`` implements it);
 - ``collections``: the collection names to search (:class:`programs.collection_routing.CollectionsRetriever`).
 
+and one optional method, ``query_warning(query) -> str | None`` (:func:`query_warning`): what is wrong
+with searching ``query`` there (a language the collection's embedder does not serve), for the trace.
+
 :func:`call_retriever` passes each only to a retriever that accepts it, so every strategy works over
 any retriever (a plain one ignores routing; HyDE then fuses a search for the question with one for
 the hypothetical passage).
@@ -54,3 +57,16 @@ def call_retriever(retriever: Any, query: str, k: int, filters: dict[str, Any] |
         return list(retriever.retrieve(query, k=k, dense_query=dense_query, **kwargs))[:k]
     both = [list(retriever.retrieve(text, k=k, **kwargs))[:k] for text in (query, dense_query)]
     return weighted_rrf(both, limit=k)
+
+
+def query_warning(retriever: Any, query: str) -> str | None:
+    """What ``retriever`` says is wrong with searching ``query`` (its optional ``query_warning(query)``,
+    e.g. a language its embedder does not serve); None when it says nothing or cannot say."""
+    check = getattr(retriever, "query_warning", None)
+    if not callable(check):
+        return None
+    try:
+        warning = check(query)
+    except Exception:  # noqa: BLE001 - a warning never costs the answer
+        return None
+    return str(warning) if warning else None

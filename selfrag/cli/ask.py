@@ -91,8 +91,21 @@ def _json(result: RAGResult) -> str:
         return json.dumps(payload, ensure_ascii=True, indent=2)
 
 
-def _flags(result: RAGResult) -> Text:
+# What `ask` prints around the answer, for a Chinese question (programs.language.question_language).
+LABELS_ZH = {"Answer": "回答", "Citations": "引用", "Trace": "推理轨迹", "source": "来源", "snippet": "摘录",
+             "abstained": "未作答", "no answer": "无答案", "web": "网络", "support": "支持度",
+             "not supported by its sources": "来源不支持该回答", "confidence": "置信度", "usefulness": "有用性",
+             "LM failure": "模型调用失败", "LM calls": "次模型调用", "prompt": "提示", "completion": "生成",
+             "tokens": "词元", "from cache": "来自缓存"}
+
+
+def label(text: str, language: str) -> str:
+    return LABELS_ZH.get(text, text) if language == "zh" else text
+
+
+def _flags(result: RAGResult, language: str = "en") -> Text:
     flags = Text()
+    t = lambda text: label(text, language)  # noqa: E731
 
     def add(text: str, style: str = "") -> None:
         if flags:
@@ -100,39 +113,44 @@ def _flags(result: RAGResult) -> Text:
         flags.append(text, style=style)
 
     if result.abstained:
-        add(f"abstained: {result.abstain_reason or 'no answer'}", "yellow")
+        add(f"{t('abstained')}: {result.abstain_reason or t('no answer')}", "yellow")
     if result.used_web:
-        add("web", "cyan")
+        add(t("web"), "cyan")
     if result.supported == "no":
-        add("not supported by its sources", "red")
+        add(t("not supported by its sources"), "red")
     elif result.supported:
-        add(f"support: {result.supported}")
+        add(f"{t('support')}: {result.supported}")
     if result.confidence is not None:
-        add(f"confidence: {result.confidence:.2f}")
+        add(f"{t('confidence')}: {result.confidence:.2f}")
     if result.usefulness is not None:
-        add(f"usefulness: {result.usefulness}/5")
+        add(f"{t('usefulness')}: {result.usefulness}/5")
     return flags
 
 
 def render(result: RAGResult) -> None:
     """The answer, its citations and the trace. Every value is shown as plain text (documents, answers
-    and sources may contain rich markup such as ``[/b]``: it is never interpreted)."""
+    and sources may contain rich markup such as ``[/b]``: it is never interpreted). Labels and the
+    abstain reason are in Chinese for a Chinese question."""
+    from programs.language import ABSTAIN_REASONS_ZH, question_language
     from programs.thresholds import ABSTAIN_REASONS
 
-    flags = _flags(result)
-    console.print(Panel(plain(result.answer), title="Answer", subtitle=flags if flags else None, expand=False))
+    language = question_language(result.question)
+    t = lambda text: label(text, language)  # noqa: E731
+    flags = _flags(result, language)
+    console.print(Panel(plain(result.answer), title=t("Answer"), subtitle=flags if flags else None, expand=False))
     if result.abstained and result.abstain_reason:
-        console.print(Text(ABSTAIN_REASONS.get(result.abstain_reason, ""), style="dim"))
+        reasons = ABSTAIN_REASONS_ZH if language == "zh" else ABSTAIN_REASONS
+        console.print(Text(reasons.get(result.abstain_reason, ""), style="dim"))
     if result.error:
-        console.print(plain(f"LM failure: {result.error}", "bold red"), soft_wrap=True)
+        console.print(plain(f"{t('LM failure')}: {result.error}", "bold red"), soft_wrap=True)
     if result.citations:
-        table = Table(title="Citations", show_lines=False)
-        for col in ("#", "source", "snippet"):
+        table = Table(title=t("Citations"), show_lines=False)
+        for col in ("#", t("source"), t("snippet")):
             table.add_column(col)
         for i, c in enumerate(result.citations, 1):
             table.add_row(str(i), plain(c.source or c.id), plain(c.snippet[:100] + ("…" if len(c.snippet) > 100 else "")))
         console.print(table)
-    trace = Table(title="Trace")
+    trace = Table(title=t("Trace"))
     for col in ("step", "inputs", "output", "P", "ok", "s", "LM", "tokens"):
         trace.add_column(col, overflow="fold", no_wrap=col == "step")
     for s in result.trace:
@@ -145,9 +163,9 @@ def render(result: RAGResult) -> None:
                       f"{s.seconds:.2f}", str(s.lm_calls), tokens)
     console.print(trace)
     u = result.usage
-    cached = f" ({u.cached_tokens} from cache)" if u.cached_tokens else ""
-    console.print(Text(f"{u.lm_calls} LM calls · {u.prompt_tokens} prompt{cached} + {u.completion_tokens} completion "
-                       f"tokens · {result.seconds:.1f} s"))
+    cached = f" ({u.cached_tokens} {t('from cache')})" if u.cached_tokens else ""
+    console.print(Text(f"{u.lm_calls} {t('LM calls')} · {u.prompt_tokens} {t('prompt')}{cached} + "
+                       f"{u.completion_tokens} {t('completion')} {t('tokens')} · {result.seconds:.1f} s"))
 
 
 def register(app: typer.Typer) -> None:

@@ -61,6 +61,9 @@ def compile_cmd(
     teacher: Annotated[Optional[str], typer.Option(
         "--teacher", help="Teacher LM that bootstraps the demos and reflects for GEPA: a profile (local, tiny), "
                           "a .gguf path or a LiteLLM model string. The artifact stays for the student LM.")] = None,
+    language: Annotated[str, typer.Option(
+        "--language", help="en (ClapNQ/HaluEval sets) | zh (the CMRC-derived Chinese sets: relevance_zh, "
+                           "support_zh, usefulness_zh, retrieve_zh, qa_zh).")] = "en",
     config: ConfigOpt = None,
 ) -> None:
     """Compile SelfRAG's judgements on their labelled sets and write a compiled artifact with its manifest."""
@@ -75,6 +78,10 @@ def compile_cmd(
 
     if optimizer not in OPTIMIZERS:
         fail(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}", 2)
+    if language not in ("en", "zh"):
+        fail(f"--language must be en or zh, got {language!r}", 2)
+    if data is not None and language != "en":
+        fail("--language applies to the bundled splits; a --data folder is compiled as it is", 2)
     if parallel < 1:
         fail(f"--parallel must be >= 1, got {parallel}", 2)
     if teacher is not None and (not teacher.strip() or teacher.strip() == "litellm"):
@@ -107,7 +114,8 @@ def compile_cmd(
                 num_threads=parallel, reporter=reporter,
                 knowledge_base=lambda collection: wiring.build_knowledge_base(settings, collection=collection),
                 datasets_dir=paths.datasets_dir(), start_from=start_from, calibrate_sizes=sizes,
-                answer_objective=objective, data_dir=data, teacher_lm=teacher_lm, retriever=retriever, **request)
+                answer_objective=objective, data_dir=data, teacher_lm=teacher_lm, retriever=retriever,
+                language=language, **request)
     except (OptimizeError, ArtifactError) as exc:
         fail(str(exc), 2)
     except SelfRAGError as exc:

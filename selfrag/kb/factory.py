@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from selfrag.settings import KBSettings, RetrievalSettings
+from selfrag.settings import AUTO_EMBEDDER, KBSettings, RetrievalSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from selfrag.kb.embedder import Embedder
@@ -31,23 +31,29 @@ def bm25_directory(kb: KBSettings) -> Path:
 def build_knowledge_base(kb: KBSettings, retrieval: RetrievalSettings,
                          embedder: "Embedder | None" = None) -> "KnowledgeBase":
     """Build the knowledge base described by ``kb`` and ``retrieval``. ``embedder`` overrides
-    ``kb.embedding_model`` (tests pass a HashEmbedder)."""
+    ``kb.embedding_model`` (tests pass a HashEmbedder); ``"auto"`` gives an
+    :class:`~selfrag.kb.auto_embedder.AutoEmbedder` over the collection."""
+    from selfrag.kb.auto_embedder import AutoEmbedder
     from selfrag.kb.chunking import RecursiveChunker, SemanticChunker
     from selfrag.kb.embedder import make_embedder
     from selfrag.kb.knowledge_base import KnowledgeBase
     from selfrag.kb.store import ChromaStore, LazyClient, make_client, validate_collection_name
 
     validate_collection_name(kb.collection)
-    embedder = embedder if embedder is not None else make_embedder(kb.embedding_model, kb.embed_batch_size)
-    if kb.chunker == "semantic":
-        chunker = SemanticChunker(embedder, kb.semantic_threshold, kb.chunk_size, 0)
-    else:
-        chunker = RecursiveChunker(kb.chunk_size, kb.chunk_overlap)
+    auto = embedder is None and kb.embedding_model == AUTO_EMBEDDER
+    if embedder is None and not auto:
+        embedder = make_embedder(kb.embedding_model, kb.embed_batch_size)
     # A persistent store is created on first use (nothing is written while a command can still be refused);
     # a server is reached now, so that an unreachable one is an error, not an empty retrieval.
     client = LazyClient(kb_folder(kb)) if kb.server == "persistent" else \
         make_client(kb.server, kb_folder(kb), kb.host, kb.port)
-    store = ChromaStore(client, kb.collection, embedder.name)
+    store = ChromaStore(client, kb.collection, AUTO_EMBEDDER if auto else embedder.name)
+    if auto:  # the collection's recorded embedder, or the one its first ingest's language asks for
+        embedder = AutoEmbedder(store, kb.embed_batch_size)
+    if kb.chunker == "semantic":
+        chunker = SemanticChunker(embedder, kb.semantic_threshold, kb.chunk_size, 0)
+    else:
+        chunker = RecursiveChunker(kb.chunk_size, kb.chunk_overlap)
     return KnowledgeBase(store, embedder, chunker, retrieval, bm25_dir=bm25_directory(kb),
                          write_batch=kb.write_batch_size, home=kb_folder(kb))
 

@@ -71,6 +71,7 @@ class KnowledgeBase:
                                            exclude=[self.home] if self.home is not None else [],
                                            skipped_lines=lines)
         report = IngestReport(files_loaded=loaded, documents=len(docs), skipped=skipped, skipped_lines=lines)
+        self._choose_embedder([d.text for d in docs])
         records = chunk_documents(docs, self.chunker)
         write_chunks(self.store, self.embedder, records, replace_sources=sorted({d.source for d in docs}),
                      batch_size=self.write_batch, progress=progress, report=report)
@@ -137,12 +138,19 @@ class KnowledgeBase:
             key = f"doc:{doc_id}" if doc_id is not None else f"hash:{content_hash(text)}"
             docs.append(Document(text=text, source=source, title=title, key=key, metadata=meta))
         report = IngestReport(documents=len(docs))
+        self._choose_embedder([d.text for d in docs])
         records = chunk_documents(docs, self.chunker)
         write_chunks(self.store, self.embedder, records, batch_size=self.write_batch, progress=progress,
                      report=report)
         self._invalidate()
         report.seconds = time.perf_counter() - t0
         return report
+
+    def _choose_embedder(self, texts: list[str]) -> None:
+        """An ``auto`` knowledge base decides its embedder at its first write, from the language of ``texts``."""
+        choose = getattr(self.embedder, "choose_for", None)
+        if choose is not None and texts:
+            choose(texts)
 
     def sources_matching(self, path: str | os.PathLike[str]) -> dict[str, list[str]]:
         """The stored sources a ``remove-source`` of ``path`` would delete (source → chunk ids): the
@@ -237,9 +245,9 @@ class KnowledgeBase:
         self._bm25_checked = False
 
     def fingerprint(self) -> str:
-        """The collection's version: a hash of its chunk ids (content-derived), so any added, changed
-        or removed chunk changes it."""
-        return f"{self.name}:{ids_fingerprint(self.store.all_ids())}"
+        """The collection's version: its embedder and a hash of its chunk ids (content-derived), so any
+        added, changed or removed chunk, or a re-embedding, changes it."""
+        return f"{self.name}:{self.embedder.name}:{ids_fingerprint(self.store.all_ids())}"
 
     def bm25_index(self) -> BM25Index:
         """The BM25 index matching the collection's current ids: from memory, from disk, or

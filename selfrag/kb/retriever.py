@@ -13,6 +13,9 @@ from selfrag.kb.store import ChromaStore
 from programs.types import Passage
 
 
+LANGUAGE_NAMES = {"zh": "Chinese", "ja": "Japanese", "ko": "Korean", "en": "English"}
+
+
 def _check_k(k: int) -> None:
     if not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive int, got {k!r}")
@@ -22,6 +25,20 @@ class DenseRetriever:
     def __init__(self, store: ChromaStore, embedder: Embedder):
         self.store = store
         self.embedder = embedder
+
+    def query_warning(self, query: str) -> str | None:
+        """A warning when ``query``'s language is not one the embedder serves (dense search is then
+        near random); None otherwise. BM25 still matches its words."""
+        from selfrag.kb.auto_embedder import serves
+        from selfrag.kb.text import detect_language
+
+        language = detect_language(query)
+        if serves(self.embedder, language):
+            return None
+        return (f"the query looks {LANGUAGE_NAMES.get(language, language)}, which the embedder "
+                f"{self.embedder.name!r} of collection {self.store.name!r} does not serve: dense search is "
+                f"unreliable (keyword search still works); re-embed it with "
+                f"`selfrag reindex --collection {self.store.name} --embedder use-m3`")
 
     def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]:
         _check_k(k)
@@ -74,6 +91,9 @@ class HybridRetriever:
         self.weights = (float(dense_weight), float(bm25_weight))
         self.rrf_k = rrf_k
         self.candidates = candidates
+
+    def query_warning(self, query: str) -> str | None:
+        return self.dense.query_warning(query) if self.weights[0] > 0 else None
 
     def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]:
         _check_k(k)

@@ -15,6 +15,7 @@ import numpy as np
 
 from programs.types import Passage
 from selfrag.errors import InputError, SelfRAGError
+from selfrag.settings import AUTO_EMBEDDER, PACKAGED_EMBEDDER
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$")
 PAGE = 5000
@@ -99,29 +100,49 @@ def ids_fingerprint(ids: Sequence[str]) -> str:
 
 
 class ChromaStore:
-    """One Chroma collection holding chunks (ids, texts, embeddings, metadata)."""
+    """One Chroma collection holding chunks (ids, texts, embeddings, metadata). The collection records
+    the embedder its chunks were embedded with (``embedder`` in its metadata, set with the first
+    chunks); opening it with another one is refused (``embedder_name`` ``"auto"`` accepts the record)."""
 
     def __init__(self, client: Any, collection: str, embedder_name: str):
         self.client = client
         self.name = validate_collection_name(collection)
         self.embedder_name = embedder_name
         self._collection: Any = None
+        self._recorded = False
 
     @property
     def collection(self) -> Any:
         if self._collection is None:
-            col = self.client.get_or_create_collection(
-                self.name, embedding_function=None,
-                metadata={"hnsw:space": "cosine", "embedder": self.embedder_name},
-            )
+            meta = {"hnsw:space": "cosine"}
+            if self.embedder_name != AUTO_EMBEDDER:
+                meta["embedder"] = self.embedder_name
+            col = self.client.get_or_create_collection(self.name, embedding_function=None, metadata=meta)
             stored = (col.metadata or {}).get("embedder")
-            if stored and stored != self.embedder_name and col.count() > 0:
-                raise InputError(
-                    f"collection {self.name!r} was built with embedder {stored!r}, but the configured "
-                    f"embedder is {self.embedder_name!r}; use the same kb.embedding_model or another collection"
-                )
+            if stored and self.embedder_name != AUTO_EMBEDDER and stored != self.embedder_name and col.count() > 0:
+                raise InputError(mismatch_message(self.name, stored, self.embedder_name))
             self._collection = col
         return self._collection
+
+    def recorded_embedder(self) -> str | None:
+        """The embedder the stored chunks were embedded with; None while the collection is empty.
+        Chunks stored before collections recorded it were embedded by the packaged MiniLM."""
+        col = self.collection
+        if col.count() == 0:
+            return None
+        return str((col.metadata or {}).get("embedder") or PACKAGED_EMBEDDER)
+
+    def _record_embedder(self) -> None:
+        """With the first chunks of an empty collection, record ``embedder_name`` (an empty collection may
+        have been created by a read, or emptied, under another name)."""
+        if self._recorded:
+            return
+        col = self.collection
+        if col.count() == 0 and (col.metadata or {}).get("embedder") != self.embedder_name:
+            if self.embedder_name == AUTO_EMBEDDER:
+                raise ValueError("an 'auto' store must be given its embedder before chunks are written")
+            set_metadata(col, {"embedder": self.embedder_name})
+        self._recorded = True
 
     def count(self) -> int:
         return int(self.collection.count())
@@ -130,6 +151,7 @@ class ChromaStore:
             metadatas: Sequence[dict[str, Any]]) -> None:
         if not ids:
             return
+        self._record_embedder()
         self.collection.upsert(ids=list(ids), documents=[_valid_text(t) for t in texts],
                                embeddings=np.asarray(embeddings),
                                metadatas=[clean_metadata(m) for m in metadatas])
@@ -184,6 +206,7 @@ class ChromaStore:
         """Delete the whole collection (the next access creates it again, empty)."""
         self.client.delete_collection(self.name)
         self._collection = None
+        self._recorded = False
 
     def query(self, embedding: np.ndarray, k: int, where: dict[str, Any] | None = None) -> list[Passage]:
         if k < 1:
@@ -197,6 +220,20 @@ class ChromaStore:
             Passage(id=i, text=t or "", score=1.0 - float(d), metadata=dict(m or {}))
             for i, t, m, d in zip(ids, res["documents"][0], res["metadatas"][0], res["distances"][0])
         ]
+
+
+def mismatch_message(collection: str, stored: str, configured: str) -> str:
+    return (f"collection {collection!r} was built with embedder {stored!r}, but the configured embedder is "
+            f"{configured!r}; re-embed it with `selfrag reindex --collection {collection} --embedder {configured}`, "
+            f"or use it as it is with kb.embedding_model = \"auto\" (or {stored!r})")
+
+
+def set_metadata(col: Any, update: dict[str, Any]) -> None:
+    """Merge ``update`` into a Chroma collection's metadata (Chroma refuses ``hnsw:*`` keys in a modify:
+    the distance function is fixed at creation)."""
+    meta = {k: v for k, v in (col.metadata or {}).items() if not k.startswith("hnsw:")}
+    meta.update(update)
+    col.modify(metadata=meta)
 
 
 def list_collections(client: Any) -> list[tuple[str, int]]:

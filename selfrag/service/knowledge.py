@@ -23,7 +23,7 @@ from programs.types import Passage
 from selfrag.kb.knowledge_base import KnowledgeBase
 from selfrag.kb.store import list_collections, validate_collection_name
 from selfrag.service.errors import ServiceError
-from selfrag.settings import KBSettings, RetrievalSettings
+from selfrag.settings import AUTO_EMBEDDER, KBSettings, RetrievalSettings
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,9 @@ class Collections:
         self.kb_settings = kb
         self.retrieval = retrieval
         self.default = kb.collection
-        self.embedder = embedder if embedder is not None else make_embedder(kb.embedding_model, kb.embed_batch_size)
+        if embedder is None and kb.embedding_model != AUTO_EMBEDDER:  # auto: each collection its own
+            embedder = make_embedder(kb.embedding_model, kb.embed_batch_size)
+        self.embedder = embedder
         self._kbs: dict[str, KnowledgeBase] = {}
         self._locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()

@@ -29,7 +29,7 @@ COMMANDS = dict(_leaf_commands(typer.main.get_command(app)))
 ARGS = {
     ("ask",): ["q?"], ("ingest",): ["."], ("search",): ["x"], ("remove-source",): ["x"],
     ("delete-collection",): ["x", "--yes"], ("eval",): ["--limit", "1"],
-    ("data", "check"): ["qa.jsonl"], ("data", "derive"): ["qa.jsonl", "--collection", "c", "--out", "o"],
+    ("reindex",): ["--embedder", "hash"], ("data", "check"): ["qa.jsonl"], ("data", "derive"): ["qa.jsonl", "--collection", "c", "--out", "o"],
 }
 
 

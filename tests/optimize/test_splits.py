@@ -144,7 +144,8 @@ def test_committed_labels_and_fields():
             assert e.answerable == bool(e.gold_doc_ids) == bool(e.answer)
             assert all(d.startswith("clapnq:") for d in e.related_doc_ids)
         for e in S.load_split("qa_zh", split, SPLITS):
-            assert e.answerable and e.gold_doc_ids[0].startswith("cmrc:") and e.language == "zh"
+            assert e.answerable == bool(e.gold_doc_ids) == bool(e.answer) and e.language == "zh"
+            assert all(d.startswith("cmrc:") for d in e.related_doc_ids)
         for e in S.load_split("relevance", split, SPLITS) + S.load_split("support", split, SPLITS):
             text = e.get("passage") or e.get("passages")
             assert text and len(text) <= MAX_STORED_PASSAGE
@@ -158,5 +159,7 @@ def test_gold_doc_ids_exist_in_corpus():
     for split in S.SPLITS:
         for e in S.load_split("qa_en", split, SPLITS):
             assert set(e.related_doc_ids) <= en
+        qa_corpus = {m["doc_id"] for _, m in corpus_documents("cmrc-qa", DATASETS)}
         for e in S.load_split("qa_zh", split, SPLITS):
-            assert set(e.gold_doc_ids) <= zh
+            assert set(e.gold_doc_ids) <= qa_corpus and set(e.related_doc_ids) <= zh
+            assert e.answerable == (e.related_doc_ids[0] in qa_corpus)  # unanswerable: its paragraph is held out
