@@ -9,7 +9,7 @@ Questions: the first ``--questions`` answerable questions of the derived dev spl
 sorted by id). Corpus: every ClapNQ passage plus the XQuAD English paragraphs as distractors (as in
 ``selfrag eval``), embedded once with the packaged MiniLM into ``--workdir`` (kept between runs).
 Query strategies run over the full corpus through :class:`programs.retrieval_pipeline.TransformingRetriever`
-(HyDE with the split dense query). The index strategies are built on a sub-corpus (the questions'
+(HyDE: the hybrid retriever embeds the hypothetical passage, BM25 keeps the question). The index strategies are built on a sub-corpus (the questions'
 gold passages plus ``--index-docs`` other ClapNQ passages) and compared with plain hybrid retrieval
 on that same sub-corpus. ``--profile fake`` runs everything with a scripted echo LM (a smoke test of
 the script: its recall says nothing about the strategies). Prints two tables.
@@ -122,7 +122,6 @@ def main() -> None:
     from programs.types import Passage
     from selfrag.kb.embedder import SentenceTransformerEmbedder
     from selfrag.kb.indexes import build_index, index_retriever
-    from selfrag.kb.split_query import SplitQueryHybridRetriever
     from selfrag.settings import resolve
     from selfrag.wiring import build_lms
 
@@ -139,7 +138,7 @@ def main() -> None:
                                                           "timeout": args.timeout, "max_tokens": args.max_tokens}}))
     rows: list[tuple[str, ...]] = []
     full = f"ClapNQ+XQuAD ({kb.count()} chunks)"
-    base = SplitQueryHybridRetriever.of(kb.retriever("hybrid"))
+    base = kb.retriever("hybrid")  # takes HyDE's dense_query itself
     for name in strategies:
         cfg = ProgramSettings(k=K, **QUERY_STRATEGIES[name])
         if name == "iterative":
