@@ -204,15 +204,15 @@ def _show_ingest(kb: KnowledgeBase, report: IngestReport) -> None:
 
 
 def _show_indexes(reports: list[IndexReport]) -> None:
-    table = Table(title="indexes")
-    for col in ("index", "collection", "nodes", "added", "unchanged", "removed", "LM calls", "LM failures",
-                "levels", "seconds"):
-        table.add_column(col)
     for r in reports:
-        table.add_row(r.kind, plain(r.collection), str(r.nodes_total), str(r.nodes_added), str(r.nodes_unchanged),
-                      str(r.nodes_removed), str(r.lm_calls), str(r.lm_failures),
-                      "/".join(map(str, r.levels)) or "-", f"{r.seconds:.1f}")
-    console.print(table)
+        table = Table(title=plain(f"{r.kind} index {r.collection!r}"), show_header=False)
+        for label, value in [
+            ("nodes (total)", r.nodes_total), ("nodes added", r.nodes_added), ("nodes unchanged", r.nodes_unchanged),
+            ("nodes removed", r.nodes_removed), ("LM calls", r.lm_calls), ("LM failures", r.lm_failures),
+            ("levels (nodes per level)", "/".join(map(str, r.levels)) or "-"), ("seconds", f"{r.seconds:.1f}"),
+        ]:
+            table.add_row(label, str(value))
+        console.print(table)
     failed = sum(r.lm_failures for r in reports)
     if failed:
         err_console.print(plain(f"warning: {failed} LM step(s) failed; run the same command again to retry them",
