@@ -16,6 +16,10 @@ predictor's input and output fields and their types, not the instructions an opt
 and a state of the wrong shape (:func:`check_state`: demos that are not a list of objects, unknown
 keys, an embedded LM).
 
+A predictor a program added after artifacts were compiled for it (listed in the program's
+``ADDED_PREDICTORS``, e.g. SelfRAG's ``next_query``) may be absent from an artifact: the signature hash
+is then checked over the predictors the artifact has, and the added one keeps its uncompiled state.
+
 ``state_sha256`` (header) is the content hash of ``state`` and ``thresholds`` at save time (also put
 into the manifest dict the caller passed, so a manifest file written afterwards records it). A file
 whose content no longer matches — instructions or demos edited by hand, a partial copy — loads with a
@@ -52,10 +56,13 @@ class ArtifactError(ValueError):
     """A compiled artifact that cannot be used with this program."""
 
 
-def signature_hash(program: dspy.Module) -> str:
-    """Hash of every named predictor's field names and types (the contract compiled demos rely on)."""
+def signature_hash(program: dspy.Module, exclude: frozenset[str] | set[str] = frozenset()) -> str:
+    """Hash of every named predictor's field names and types (the contract compiled demos rely on),
+    leaving out the predictors named in ``exclude``."""
     desc = []
     for name, predictor in sorted(program.named_predictors(), key=lambda kv: kv[0]):
+        if name in exclude:
+            continue
         sig = predictor.signature
         fields = [(k, "in", str(v.annotation)) for k, v in sig.input_fields.items()]
         fields += [(k, "out", str(v.annotation)) for k, v in sig.output_fields.items()]
@@ -117,16 +124,24 @@ def read_artifact(path: Path | str) -> dict[str, Any]:
     return payload
 
 
+def absent_added_predictors(program: dspy.Module, state: Any) -> frozenset[str]:
+    """The predictors ``program`` added since artifacts were compiled (its ``ADDED_PREDICTORS``) that
+    ``state`` does not hold: they load as they are (uncompiled)."""
+    if not isinstance(state, dict):
+        return frozenset()  # refused by check_state
+    return frozenset(n for n in getattr(program, "ADDED_PREDICTORS", frozenset()) if n not in state)
+
+
 def check_state(program: dspy.Module, state: Any, path: Path | str) -> None:
     """Refuse a state that is not the shape ``program`` saves: one object per named predictor (no
-    other), each with only the keys a predictor saves, ``demos`` / ``traces`` / ``train`` lists of
+    other; one of its ``ADDED_PREDICTORS`` may be missing), each with only the keys a predictor saves, ``demos`` / ``traces`` / ``train`` lists of
     objects, a ``signature`` with string instructions and field objects, and no embedded LM."""
     def bad(where: str, problem: str) -> ArtifactError:
         return ArtifactError(f"compiled artifact {path} has a corrupt state: {where}: {problem}")
 
     if not isinstance(state, dict):
         raise bad("state", f"expected an object, got {type(state).__name__}")
-    names = {name for name, _ in program.named_predictors()}
+    names = {name for name, _ in program.named_predictors()} - absent_added_predictors(program, state)
     missing, unknown = sorted(names - set(state)), sorted(set(state) - names)
     if missing or unknown:
         raise bad("state", "; ".join(filter(None, [missing and f"missing predictor(s) {', '.join(missing)}",
@@ -180,8 +195,9 @@ def load_state_into(program: dspy.Module, path: Path | str, strict: bool = False
     """Check ``path`` against ``program`` and load its compiled state (instructions and demos).
     ``strict``: refuse an artifact whose content hash does not match (else: a warning)."""
     payload = read_artifact(path)
+    absent = absent_added_predictors(program, payload["state"])
     expected = {"program": type(program).__name__, "program_version": PROGRAM_VERSION,
-                "signature_hash": signature_hash(program)}
+                "signature_hash": signature_hash(program, exclude=absent)}
     for key, want in expected.items():
         if payload.get(key) != want:
             raise ArtifactError(
@@ -197,8 +213,10 @@ def load_state_into(program: dspy.Module, path: Path | str, strict: bool = False
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             raise ArtifactError(f"compiled artifact {path} has invalid thresholds: {problems}") from exc
     verify_content(payload, path, strict)
+    own = dict(program.named_predictors())
+    state = {**{name: own[name].dump_state() for name in absent}, **payload["state"]}
     try:
-        program.load_state(payload["state"])
+        program.load_state(state)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ArtifactError(f"compiled artifact {path} has a corrupt state: {exc}") from exc
     if thresholds is not None:

@@ -3,7 +3,8 @@
 Ranks are 1-based; a ranking that does not contain ``d`` contributes nothing; ties keep the order in
 which passages were first seen. The query transforms fuse the original question's ranking with the
 ranking of each paraphrase, sub-question or step-back question here (k = 60 as in the paper).
-Pure: the runtime's hybrid retriever can use the same arithmetic (``selfrag.kb.fusion``).
+The one implementation: the runtime's hybrid retriever (``selfrag.kb.retriever``) fuses its dense
+and BM25 rankings with it too (``selfrag`` may import ``programs``, never the other way round).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Two keyword arguments extend the :class:`~programs.types.Retriever` protocol; a 
 support simply by accepting them:
 
 - ``dense_query``: the text to embed for dense search while keyword (BM25) search keeps ``query`` —
-  what HyDE needs (``selfrag.kb.split_query.SplitQueryHybridRetriever`` implements it);
+  what HyDE needs (``selfrag.kb.retriever.HybridRetriever`` and the parent-document retriever take it);
 - ``collections``: the collection names to search (:class:`programs.collection_routing.CollectionsRetriever`).
 
 and one optional method, ``query_warning(query) -> str | None`` (:func:`query_warning`): what is wrong

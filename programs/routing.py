@@ -114,6 +114,16 @@ def route_retrieve_decision(mode: RetrieveMode, rule: str | None, p_retrieve: fl
     return "retrieve" if p_retrieve >= threshold else "direct"
 
 
+CONTINUE_PROBABILITY = 0.5  # "continue" when the retrieve judge finds it more likely than not
+
+
+def route_continue(p_continue: float | None) -> Literal["continue", "stop"]:
+    """Self-RAG's ``continue``: asked again with the draft as the answer so far, the retrieve judge
+    says the draft needs more evidence (P(continue) ≥ 0.5) → answer-guided re-query rounds; a failed
+    judgement (None) stops — the draft goes on to the answer check as it is."""
+    return "continue" if p_continue is not None and p_continue >= CONTINUE_PROBABILITY else "stop"
+
+
 def route_after_answer_check(
     answerable: bool, regenerations_done: int, max_regenerations: int,
     web_rounds_done: int, max_web_rounds: int, has_web: bool,

@@ -8,11 +8,19 @@ compile``'s calibrate stage — turn them into routes: retrieve when P(retrieve)
 P(relevant) ≥ its threshold, answer when the chosen candidate's confidence (its expected support,
 P(fully) + 0.5·P(partially)) ≥ the answer threshold, else abstain with a reason.
 
+Self-RAG's third retrieve label, ``continue``, is honoured after the first draft
+(``program.continue_retrieval``): a draft below the answer threshold goes back to the retrieve judge
+as ``answer_so_far``; when it says "continue", answer-guided re-query rounds
+(:func:`programs.iterative.iterate_retrieval`: ``next_query`` from the question and the draft →
+retrieve → grade → merge the new relevant passages → re-draft → support) run until the draft is
+confident, a round brings no new relevant passage, or ``max_iterations`` rounds.
+
 LM calls per question, at most (``grading = "batched"``, one joint draft)::
 
     1 (retrieve decision; 0 when a cheap rule decides) + (1 + max_rewrites + max_web_rounds) ·
     (1 grade batch [+ per-passage re-grades of a malformed batch]) + max_rewrites (rewrite) +
     (1 + max_regenerations + max_web_rounds) · (draft + support [+ usefulness when several candidates])
+    + 1 (continue decision) + (max_iterations − 1) · (next query + 1 grade batch + draft + support)
 """
 
 from __future__ import annotations
@@ -23,9 +31,10 @@ import dspy
 
 from programs.base import RAGModule
 from programs.draft_contexts import context_key, first_contexts, regeneration_context
+from programs.iterative import CONFIDENT, iterate_retrieval
 from programs.judging import field_labels, record_soft, soft_of
 from programs.retrieve_rules import match_rule
-from programs.routing import route_after_answer_check, route_after_grading, route_retrieve_decision
+from programs.routing import route_after_answer_check, route_after_grading, route_continue, route_retrieve_decision
 from programs.scoring import Candidate, pick_best
 from programs.token_budget import TokenBudget
 from programs.tracing import Tracer
@@ -38,6 +47,7 @@ from signatures import (
     GradeRelevanceBatch,
     JudgeSupport,
     JudgeUsefulness,
+    NextQuery,
     RetrieveDecision,
     RewriteQuery,
 )
@@ -45,6 +55,7 @@ from signatures import (
 # Rough prompt-token cost of the optional steps, used by the per-question token budget to decide
 # what still fits (the real cost is recorded on each trace step).
 STEP_ESTIMATES = {"extra_candidates": 700, "usefulness_single": 150, "regeneration": 1000, "web": 1200}
+CONTINUATION_ESTIMATE = 1500  # the continue decision and one re-query round; not reserved (see token_budget)
 
 
 def _charge(budget: TokenBudget, tracer: Tracer) -> None:
@@ -72,7 +83,10 @@ class SelfRAG(RAGModule):
         "answer_directly": AnswerDirectly,
         "judge_support": JudgeSupport,
         "judge_usefulness": JudgeUsefulness,
+        "next_query": NextQuery,
     }
+    # Added after artifacts/default.json was compiled: an artifact without it loads (uncompiled state).
+    ADDED_PREDICTORS = frozenset({"next_query"})
 
     # ------------------------------------------------------------------ steps
     def _decide(self, tracer: Tracer, question: str) -> str:
@@ -128,6 +142,47 @@ class SelfRAG(RAGModule):
         out = [c for c in self._map(one, groups) if c is not None]
         _charge(budget, tracer)
         return out
+
+    def _continue(self, tracer: Tracer, question: str, relevant: list[tuple[Passage, float]],
+                  candidates: list[Candidate], best: Candidate | None,
+                  budget: TokenBudget) -> tuple[list[tuple[Passage, float]], Candidate | None]:
+        """Self-RAG's ``continue`` (see the module doc): the relevant passages and the best candidate
+        afterwards; a re-drafted candidate is added to ``candidates`` (origin ``continued``)."""
+        cfg = self.config
+        confidence = best.confidence() if best is not None else None
+        if best is None or confidence is None or confidence >= self.thresholds.answer:
+            return relevant, best
+        if not budget.allows("continuation", CONTINUATION_ESTIMATE):
+            return relevant, best
+        pred, step = self._critic(tracer, "continue_decision", self.decide_retrieval, "decision",
+                                  question=question, answer_so_far=best.answer)
+        soft = soft_of(pred, "decision", field_labels(self.decide_retrieval, "decision"))
+        record_soft(step, soft)
+        p_continue = None if soft is None else soft.p("continue")
+        route = route_continue(p_continue)
+        tracer.note("route", route, p_continue=p_continue, confidence=confidence)
+        if route != "continue":
+            return relevant, best
+        scores = {p.id: s for p, s in relevant}
+
+        def admit(new: list[Passage]) -> list[Passage]:  # a round merges only its new relevant passages
+            kept = self._relevant(tracer, question, new)
+            scores.update((p.id, s) for p, s in kept)
+            return [p for p, _ in kept]
+
+        outcome = iterate_retrieval(self, tracer, question, [p for p, _ in relevant], best,
+                                    next_query=self.next_query, max_iterations=cfg.max_iterations,
+                                    k=cfg.grade_pool or cfg.k, confident=CONFIDENT[cfg.iteration_confident],
+                                    admit=admit)
+        _charge(budget, tracer)
+        relevant = [(p, scores[p.id]) for p in outcome.passages]
+        draft = outcome.draft
+        if draft is None or draft is best:
+            return relevant, best
+        draft.origin = "continued"
+        draft.p_rel = sum(scores.get(p.id, 0.0) for p in draft.passages) / max(1, len(draft.passages))
+        candidates.append(draft)
+        return relevant, self._choose(tracer, candidates) or best
 
     def _first(self, relevant: list[tuple[Passage, float]]) -> list[list[tuple[Passage, float]]]:
         return first_contexts(relevant, self.config.max_candidates, self.config.draft_passages)
@@ -214,6 +269,8 @@ class SelfRAG(RAGModule):
         candidates = self._candidates(tracer, question, self._first(relevant), "web" if used_web else "kb",
                                       tokens, tried)
         best = self._choose(tracer, candidates)
+        if cfg.continue_retrieval and not used_web:
+            relevant, best = self._continue(tracer, question, relevant, candidates, best, tokens)
         regenerations = 0
         while True:
             confidence = best.confidence() if best is not None else None

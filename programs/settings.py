@@ -65,6 +65,10 @@ class ProgramSettings(BaseModel):
     rerank: Literal["none", "auto", "judge", "listwise"] = "none"
     rerank_pool: int = Field(12, ge=2, le=50)  # fused candidates the reranker orders
     # IterativeRAG (programs/iterative.py) and SelfRAG's "continue": re-query rounds and when to stop.
+    # SelfRAG: a draft below the answer threshold is shown to the retrieve judge (answer_so_far); its
+    # "continue" starts answer-guided re-query rounds (programs.iterative.iterate_retrieval).
+    # Opt-in: it costs a judge call (~200 prompt tokens) on every low-confidence draft, and rounds after it.
+    continue_retrieval: bool = False
     max_iterations: int = Field(3, ge=1, le=10)  # retrieval rounds, the first included
     iteration_confident: Literal["fully", "partially"] = "fully"  # support that stops the rounds
 

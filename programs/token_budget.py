@@ -8,8 +8,11 @@ run and are charged with :meth:`TokenBudget.spend`. Before an optional step the 
 1. ``extra_candidates`` — drafting (and critiquing) a candidate beyond the first;
 2. ``usefulness_single`` — the usefulness judgement when there is only one candidate (it cannot
    change which candidate wins);
-3. ``regeneration`` — redrafting an unsupported answer from all relevant passages;
-4. ``web`` — a web search round (grading and drafting on its results).
+3. ``continuation`` — Self-RAG's ``continue``: asking the retrieve judge about a low-confidence draft
+   and, when it says "continue", the answer-guided re-query rounds (not reserved for: it is taken
+   only when what is left allows it);
+4. ``regeneration`` — redrafting an unsupported answer from all relevant passages;
+5. ``web`` — a web search round (grading and drafting on its results).
 
 The order is kept in two ways. A step is allowed only if its estimate fits in what is left after
 reserving the declared estimates of the steps dropped after it (so early extra candidates cannot eat
@@ -22,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-OptionalStep = Literal["extra_candidates", "usefulness_single", "regeneration", "web"]
-DROP_ORDER: tuple[OptionalStep, ...] = ("extra_candidates", "usefulness_single", "regeneration", "web")
+OptionalStep = Literal["extra_candidates", "usefulness_single", "continuation", "regeneration", "web"]
+DROP_ORDER: tuple[OptionalStep, ...] = ("extra_candidates", "usefulness_single", "continuation", "regeneration", "web")
 
 
 class TokenBudget:

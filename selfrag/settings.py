@@ -67,6 +67,9 @@ class RetrievalSettings(_Section):
     bm25_weight: float = Field(1.0, ge=0.0)
     rrf_k: int = Field(60, ge=1)
     candidates: int = Field(20, ge=1, le=1000)  # depth of each ranking fused by hybrid RRF
+    # Retrieve over an index built by `selfrag ingest --index KIND` instead of the chunks themselves:
+    # multi-representation (children matched, parent chunks returned) or raptor (the collapsed tree).
+    index: Literal["none", "multi-representation", "raptor"] = "none"
 
 
 class LMSettings(_Section):

@@ -20,8 +20,9 @@ if TYPE_CHECKING:  # heavy imports stay out of CLI start-up
     import dspy
 
     from programs.base import RAGModule
-    from programs.types import RAGResult, WebSearch
+    from programs.types import RAGResult, Retriever, WebSearch
     from selfrag.kb import KnowledgeBase
+    from selfrag.kb.indexes import IndexReport
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +43,55 @@ def ensure_demo_corpus(kb: KnowledgeBase, progress: bool = False) -> bool:
     logger.info("knowledge base is empty: ingesting the demo corpus from %s", paths.demo_corpus())
     kb.ingest([p for p in sorted(paths.demo_corpus().glob("*.md")) if p.name != "README.md"], progress=progress)
     return True
+
+
+def build_retriever(settings: Settings, kb: KnowledgeBase, mode: str | None = None) -> Retriever:
+    """``kb``'s retriever (``retrieval.mode``, or ``mode``), over the index named by ``retrieval.index``
+    when one is set; :class:`~selfrag.errors.InputError` when that index has not been built."""
+    kind = settings.retrieval.index
+    if kind == "none":
+        return kb.retriever(mode)
+    from selfrag.errors import InputError
+    from selfrag.kb.indexes import index_retriever
+
+    try:
+        return index_retriever(kb, kind, mode)
+    except ValueError as exc:
+        raise InputError(f"retrieval.index = {kind!r}: {exc}") from None
+
+
+def build_indexes(settings: Settings, kb: KnowledgeBase, kinds: list[str], *,
+                  representations: list[str] | None = None, progress: bool = True) -> list[IndexReport]:
+    """Build (or update, idempotently) each index in ``kinds`` over ``kb``. The LM steps (summaries,
+    hypothetical questions) use the generator LM of ``settings``, built once and only when an index
+    needs it. ``representations``: the multi-representation children (default: all)."""
+    from programs.summaries import LMQuestionWriter, LMSummariser
+    from selfrag.kb.indexes import REPRESENTATIONS, build_index, needs_lm
+
+    reps = list(representations or REPRESENTATIONS)
+    summarise = questions = None
+    if any(needs_lm(kind, reps) for kind in kinds):
+        generator, _critic, adapter = build_lms(settings)
+        summarise, questions = LMSummariser(generator, adapter), LMQuestionWriter(generator, adapter)
+    reports = []
+    for kind in kinds:
+        options = {"representations": reps} if kind == "multi-representation" else {}
+        reports.append(build_index(kb, kind, summarise=summarise, questions=questions, progress=progress, **options))
+    return reports
+
+
+def _strategy_components(settings: Settings, kb: KnowledgeBase, retriever: Any) -> dict[str, Any]:
+    """What a ``StrategyRetrieval`` program's settings need besides its retriever: the other described
+    collections for ``route_collections``, the metadata schema for ``self_query``."""
+    from selfrag.kb.factory import describe_collections
+    from selfrag.kb.strategy_components import strategy_components
+
+    others = []
+    if settings.program.route_collections:
+        others = [build_knowledge_base(settings, collection=c.name, embedder=kb.embedder)
+                  for c in describe_collections(settings.kb)
+                  if c.description and c.name not in (kb.name, settings.web.offline_collection)]
+    return strategy_components(kb, settings.program, others, retriever=retriever)
 
 
 def build_web(settings: Settings, embedder: Any = None) -> WebSearch | None:
@@ -119,14 +169,21 @@ class Runtime:
         shaping = {"program": s.program, "lm": s.lm.model_dump(exclude={"threads", "timeout", "model_cache"}),
                    "retrieval": s.retrieval, "web": s.web.backend}
         artifact = fingerprint(self.artifact.read_bytes().hex()) if self.artifact is not None else ""
-        return self._answer_cache, CacheKey(question, self.kb.fingerprint(), artifact, fingerprint(shaping))
+        version = self.kb.fingerprint()
+        if s.retrieval.index != "none":  # an index rebuilt over the same chunks changes the answers too
+            from selfrag.kb.indexes import index_fingerprint
+
+            version += "|" + index_fingerprint(self.kb, s.retrieval.index)
+        return self._answer_cache, CacheKey(question, version, artifact, fingerprint(shaping))
 
 
 def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | None = None,
                   load_default_artifact: bool = True, progress: bool = False, demo: bool | None = None,
                   strict: bool = False) -> Runtime:
     """Build knowledge base, LMs, web search and the program registered as
-    ``settings.program.strategy``, and load the compiled artifact (``settings.program_path``; else, for
+    ``settings.program.strategy`` over :func:`build_retriever` (the chunks, or the index in
+    ``retrieval.index``; for a ``StrategyRetrieval`` program also the other described collections and
+    the metadata schema its strategies need), and load the compiled artifact (``settings.program_path``; else, for
     ``selfrag``, the shipped default if present).
 
     Everything that can be refused is checked before any store is written: the settings (already
@@ -136,15 +193,26 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
     collection at the default path — and the web search built (the offline web fills its collection)."""
     from programs.artifacts import load_state_into
     from programs.registry import program_class
+    from programs.strategy_retrieval import StrategyRetrieval
     from selfrag.kb.factory import is_default_knowledge_base
     from programs.types import WebSearch
 
     kb = build_knowledge_base(settings)  # no collection is opened yet
     retriever_was_given = retriever is not None
+    cls = program_class(settings.program.strategy)
+    components: dict[str, Any] = {"retriever": retriever if retriever_was_given else build_retriever(settings, kb)}
+    if not retriever_was_given and issubclass(cls, StrategyRetrieval):
+        components = _strategy_components(settings, kb, components["retriever"])
     generator, critic, adapter = lms if lms is not None else build_lms(settings)
-    program = program_class(settings.program.strategy)(
-        retriever if retriever_was_given else kb.retriever(), web_search=None, config=settings.program,
-        generator_lm=generator, critic_lm=critic, adapter=adapter)
+    try:
+        program = cls(**components, web_search=None, config=settings.program, generator_lm=generator,
+                      critic_lm=critic, adapter=adapter)
+    except (TypeError, ValueError) as exc:
+        if retriever_was_given:
+            raise
+        from selfrag.errors import ConfigError
+
+        raise ConfigError(f"program settings: {exc}") from None
     artifact = settings.program_path
     shipped = paths.default_artifact()
     if artifact is None and load_default_artifact and settings.program.strategy == "selfrag" and shipped.is_file():

@@ -135,3 +135,37 @@ def test_a_repeated_question_is_answered_from_the_cache(tmp_path):
     off = runtime(settings.model_copy(update={"cache": CacheSettings(answers=False)}))
     off.answer("What is the range of the Heron?")
     assert len(engine.calls) > calls
+
+
+def test_retrieval_index_in_the_settings_selects_the_index_retriever(settings):
+    from selfrag.errors import InputError
+    from selfrag.kb.indexes import ParentDocumentRetriever, build_index
+    from selfrag.wiring import build_knowledge_base, build_runtime
+
+    kb = build_knowledge_base(settings, collection="docs")
+    kb.add_documents([("The Heron range is 80 km. It charges in 4 hours.", {"doc_id": "h"})])
+    docs = settings.model_copy(update={"kb": settings.kb.model_copy(update={"collection": "docs"}),
+                                       "retrieval": settings.retrieval.model_copy(update={"index": "raptor"})})
+    with pytest.raises(InputError, match="selfrag ingest --index raptor"):
+        build_runtime(docs)  # configured, not built: refused before anything is written
+    build_index(kb, "multi-representation", representations=["sentences"], progress=False)
+    multi = docs.model_copy(update={"retrieval": docs.retrieval.model_copy(update={"index": "multi-representation"})})
+    runtime = build_runtime(multi)
+    assert isinstance(runtime.program.retriever, ParentDocumentRetriever)
+    assert runtime.program.retriever.retrieve("charges", k=1)[0].metadata["doc_id"] == "h"
+
+
+def test_a_strategy_program_gets_the_metadata_schema_its_self_query_needs(settings):
+    from selfrag.errors import ConfigError
+    from selfrag.wiring import build_knowledge_base, build_runtime
+
+    kb = build_knowledge_base(settings, collection="docs")
+    kb.add_documents([("The Heron manual, 2023 edition.", {"doc_id": "h", "year": 2023})])
+    program = settings.program.model_copy(update={"strategy": "iterative", "self_query": True})
+    docs = settings.model_copy(update={"kb": settings.kb.model_copy(update={"collection": "docs"}), "program": program})
+    assert "year" in build_runtime(docs).program.metadata_schema
+    routed = docs.model_copy(update={"program": program.model_copy(update={"route_collections": True})})
+    assert build_runtime(routed).program.retriever.names == ["docs"]
+    empty = docs.model_copy(update={"kb": settings.kb.model_copy(update={"collection": "empty-one"})})
+    with pytest.raises(ConfigError, match="program settings"):  # an empty collection has no fields to filter on
+        build_runtime(empty)

@@ -1,4 +1,5 @@
-"""Knowledge-base commands: ingest, search, collections, stats, delete-collection, remove-source, reindex.
+"""Knowledge-base commands: ingest (and its indexes and description), search, collections, describe,
+stats, delete-collection, remove-source, reindex.
 
 Thin: each command resolves settings, builds the knowledge base through
 :func:`selfrag.kb.factory.build_knowledge_base` and renders the result with rich. Every value that
@@ -18,10 +19,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from selfrag.cli.common import (CollectionOpt, ConfigOpt, console, decoded, err_console, fail, plain, quiet_libraries,
-                                settings_from)
+from selfrag.cli.common import (CollectionOpt, ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, decoded,
+                                err_console, fail, plain, quiet_libraries, settings_from)
 
 if TYPE_CHECKING:  # pragma: no cover
+    from selfrag.kb.indexes import IndexReport
+    from selfrag.kb.ingest import IngestReport
     from selfrag.kb.knowledge_base import KnowledgeBase
     from selfrag.kb.loaders import Skipped
     from selfrag.settings import Settings
@@ -29,8 +32,9 @@ if TYPE_CHECKING:  # pragma: no cover
 LISTED = 20  # sources listed before "… and N more"
 
 
-def _settings(config: Path | None, collection: str | None = None, mode: str | None = None) -> Settings:
-    return settings_from(config, {"kb": {"collection": collection}, "retrieval": {"mode": mode}})
+def _settings(config: Path | None, collection: str | None = None, mode: str | None = None,
+              **overrides: Any) -> Settings:
+    return settings_from(config, {"kb": {"collection": collection}, "retrieval": {"mode": mode}, **overrides})
 
 
 def _knowledge_base(settings: Settings, existing: bool = False) -> KnowledgeBase:
@@ -74,23 +78,98 @@ def _listing(sources: list[str]) -> str:
 
 
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Files or folders (.txt .md .html .pdf .jsonl).")],
+    paths: Annotated[Optional[list[Path]], typer.Argument(
+        help="Files or folders (.txt .md .html .pdf .jsonl); none with --index / --description: the collection as it is.",
+        show_default=False)] = None,
     collection: CollectionOpt = None,
+    index: Annotated[Optional[list[str]], typer.Option(
+        "--index", help="Also build or update an index: multi-representation | raptor (repeatable; idempotent).")]
+    = None,
+    representations: Annotated[Optional[str], typer.Option(
+        "--representations", help="multi-representation children: sentences,summary,questions (default: all).")]
+    = None,
+    description: Annotated[Optional[str], typer.Option(
+        "--description", help="One-line description of the collection (used to route questions).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
     no_prune: Annotated[bool, typer.Option(
         "--no-prune", help="Keep the chunks of files that vanished or became unusable under the ingested folders.")]
     = False,
     follow_symlinks: Annotated[bool, typer.Option(
         "--follow-symlinks", help="Also ingest file symlinks that point outside the ingested folders.")] = False,
+    profile: ProfileOpt = None,
+    model: ModelOpt = None,
+    threads: ThreadsOpt = None,
     config: ConfigOpt = None,
 ) -> None:
-    """Ingest files and folders into the knowledge base; re-ingesting a folder reconciles it."""
-    from selfrag.errors import MissingPathError
-    from selfrag.kb.loaders import path_problem
+    """Ingest files and folders into the knowledge base (re-ingesting a folder reconciles it); optionally
+    set its description and build its indexes (LM summaries / questions cached by content)."""
     from selfrag.kb.store import validate_collection_name
 
-    settings = _settings(config, collection)
+    kinds, reps = _index_options(index, representations)
+    text = _description_option(description)
+    if not paths and not kinds and text is None:
+        fail("nothing to do: give PATH(s), --index or --description", 2)
+    settings = _settings(config, collection, lm={"profile": profile, "model": model, "threads": threads})
     validate_collection_name(settings.kb.collection)
+    if paths:
+        _check_paths(paths)
+    if quiet:
+        quiet_libraries()
+    kb = _knowledge_base(settings, existing=not paths)
+    if paths:
+        report = kb.ingest(paths, progress=not quiet, prune=not no_prune, follow_symlinks=follow_symlinks)
+        _show_ingest(kb, report)
+        if report.nothing_ingested and not report.pruned_sources:  # a failed ingest leaves the store as it was
+            fail("nothing was ingested (every input was skipped or empty)", 1)
+    if text is not None:
+        from selfrag.kb.collection_info import set_description
+
+        set_description(kb.store, text)
+        console.print(plain(f"description of {kb.name!r}: {text or '(none)'}"))
+    if kinds:
+        from selfrag.wiring import build_indexes
+
+        try:
+            reports = build_indexes(settings, kb, kinds, representations=reps, progress=not quiet)
+        except ValueError as exc:  # an empty collection
+            fail(str(exc), 1)
+        _show_indexes(reports)
+
+
+def _index_options(index: list[str] | None, representations: str | None) -> tuple[list[str], list[str] | None]:
+    """The index kinds (deduplicated) and the multi-representation children asked for; exit 2 on a bad one."""
+    from selfrag.kb.indexes import INDEX_KINDS, REPRESENTATIONS
+
+    kinds = list(dict.fromkeys(k.strip() for k in index or [] if k.strip()))
+    unknown = [k for k in kinds if k not in INDEX_KINDS]
+    if unknown:
+        fail(f"unknown --index {', '.join(map(repr, unknown))}; choose from {', '.join(INDEX_KINDS)}", 2)
+    if representations is None:
+        return kinds, None
+    if "multi-representation" not in kinds:
+        fail("--representations goes with --index multi-representation", 2)
+    reps = list(dict.fromkeys(r.strip() for r in representations.split(",") if r.strip()))
+    bad = [r for r in reps if r not in REPRESENTATIONS]
+    if bad or not reps:
+        fail(f"--representations takes some of {','.join(REPRESENTATIONS)}; got {representations!r}", 2)
+    return kinds, reps
+
+
+def _description_option(description: str | None) -> str | None:
+    if description is None:
+        return None
+    from selfrag.kb.collection_info import clean_description
+
+    try:
+        return clean_description(decoded(description))
+    except ValueError as exc:
+        fail(str(exc), 2)
+
+
+def _check_paths(paths: list[Path]) -> None:
+    from selfrag.errors import MissingPathError
+    from selfrag.kb.loaders import path_problem
+
     missing = []
     for p in paths:
         try:
@@ -99,10 +178,9 @@ def ingest(
             missing.append(str(p))
     if missing:
         fail(f"path does not exist: {', '.join(missing)}", 2)
-    if quiet:
-        quiet_libraries()
-    kb = _knowledge_base(settings)
-    report = kb.ingest(paths, progress=not quiet, prune=not no_prune, follow_symlinks=follow_symlinks)
+
+
+def _show_ingest(kb: KnowledgeBase, report: IngestReport) -> None:
     table = Table(title=plain(f"ingest into {kb.name!r}"), show_header=False)
     for label, value in [
         ("files loaded", report.files_loaded), ("documents", report.documents),
@@ -123,8 +201,22 @@ def ingest(
     if report.stale_sources:
         err_console.print(plain("kept with --no-prune (vanished or unusable, their chunks still served):\n"
                                 + _listing(report.stale_sources), "yellow"))
-    if report.nothing_ingested and not report.pruned_sources:  # a failed ingest leaves the store as it was
-        fail("nothing was ingested (every input was skipped or empty)", 1)
+
+
+def _show_indexes(reports: list[IndexReport]) -> None:
+    for r in reports:
+        table = Table(title=plain(f"{r.kind} index {r.collection!r}"), show_header=False)
+        for label, value in [
+            ("nodes (total)", r.nodes_total), ("nodes added", r.nodes_added), ("nodes unchanged", r.nodes_unchanged),
+            ("nodes removed", r.nodes_removed), ("LM calls", r.lm_calls), ("LM failures", r.lm_failures),
+            ("levels (nodes per level)", "/".join(map(str, r.levels)) or "-"), ("seconds", f"{r.seconds:.1f}"),
+        ]:
+            table.add_row(label, str(value))
+        console.print(table)
+    failed = sum(r.lm_failures for r in reports)
+    if failed:
+        err_console.print(plain(f"warning: {failed} LM step(s) failed; run the same command again to retry them",
+                                "yellow"))
 
 
 def search(
@@ -134,10 +226,14 @@ def search(
     collection: CollectionOpt = None,
     where: Annotated[Optional[str], typer.Option(
         "--where", help='Metadata filter as JSON, e.g. \'{"language": "zh"}\'.')] = None,
+    index: Annotated[Optional[str], typer.Option(
+        "--index", help="Search an index built by ingest --index: none | multi-representation | raptor "
+                        "(default: retrieval.index).")] = None,
     config: ConfigOpt = None,
 ) -> None:
-    """Search the knowledge base."""
+    """Search the knowledge base (or one of its indexes)."""
     from selfrag.kb.knowledge_base import MODES
+    from selfrag.wiring import build_retriever
 
     if mode is not None and mode not in MODES:
         fail(f"--mode must be dense, bm25 or hybrid, got {mode!r}", 2)
@@ -149,9 +245,11 @@ def search(
             fail(f"--where is not valid JSON: {exc}", 2)
         if not isinstance(filters, dict):
             fail(f"--where must be a JSON object, got {type(filters).__name__}", 2)
-    kb = _knowledge_base(_settings(config, collection, mode), existing=True)
-    passages = kb.retrieve(decoded(query), k=k, filters=filters)
-    table = Table(title=plain(f"{len(passages)} result(s) from {kb.name!r} ({kb.retrieval.mode})"))
+    settings = _settings(config, collection, mode, retrieval={"mode": mode, "index": index})
+    kb = _knowledge_base(settings, existing=True)
+    passages = build_retriever(settings, kb).retrieve(decoded(query), k or kb.retrieval.k, filters)
+    over = "" if settings.retrieval.index == "none" else f", {settings.retrieval.index} index"
+    table = Table(title=plain(f"{len(passages)} result(s) from {kb.name!r} ({kb.retrieval.mode}{over})"))
     table.add_column("#", justify="right")
     table.add_column("score", justify="right")
     table.add_column("source / title")
@@ -166,16 +264,33 @@ def search(
 
 
 def collections(config: ConfigOpt = None) -> None:
-    """List the collections and their chunk counts."""
-    from selfrag.kb.factory import list_collections, location
+    """List the collections: chunk counts, the indexes built beside each (nodes) and their descriptions."""
+    from selfrag.kb.factory import describe_collections, location
 
     s = _settings(config)
     table = Table(title=plain(f"collections at {location(s.kb)}"))
     table.add_column("name")
     table.add_column("chunks", justify="right")
-    for name, n in list_collections(s.kb):
-        table.add_row(plain(name), str(n))
+    table.add_column("indexes")
+    table.add_column("description")
+    for c in describe_collections(s.kb):
+        indexes = ", ".join(f"{kind} ({n})" for kind, n in c.indexes.items())
+        table.add_row(plain(c.name), str(c.chunks), indexes or "-", plain(c.description or "-"))
     console.print(table)
+
+
+def describe(
+    name: Annotated[str, typer.Argument(help="The collection.")],
+    text: Annotated[str, typer.Argument(help='Its one-line description ("" clears it).')],
+    config: ConfigOpt = None,
+) -> None:
+    """Set a collection's one-line description (what it holds; used to route questions to it)."""
+    from selfrag.kb.collection_info import set_description
+
+    cleaned = _description_option(text)
+    kb = _knowledge_base(_settings(config, name), existing=True)
+    set_description(kb.store, cleaned or "")
+    console.print(plain(f"description of {kb.name!r}: {cleaned or '(none)'}"))
 
 
 def stats(collection: CollectionOpt = None, config: ConfigOpt = None) -> None:
@@ -265,6 +380,7 @@ def register(app: typer.Typer) -> None:
     app.command("ingest")(ingest)
     app.command("search")(search)
     app.command("collections")(collections)
+    app.command("describe")(describe)
     app.command("stats")(stats)
     app.command("delete-collection")(delete_collection)
     app.command("remove-source")(remove_source)

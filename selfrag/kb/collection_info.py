@@ -4,8 +4,9 @@ the Chroma collection's metadata) and its filterable metadata keys (inferred fro
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from programs.collection_routing import Collection, CollectionsRetriever
 from programs.filter_grammar import INTERNAL_KEYS, FieldSpec, infer_schema
@@ -27,14 +28,48 @@ def get_description(store: "ChromaStore") -> str:
     return str((store.collection.metadata or {}).get(DESCRIPTION_KEY, ""))
 
 
-def set_description(store: "ChromaStore", description: str) -> str:
-    """Store a one-line description on the collection (whitespace collapsed); ValueError when too long."""
+def clean_description(description: str) -> str:
+    """``description`` as one line (whitespace collapsed); ValueError when longer than ``MAX_DESCRIPTION``."""
     text = " ".join(str(description).split())
     if len(text) > MAX_DESCRIPTION:
         raise ValueError(f"a collection description is one line of at most {MAX_DESCRIPTION} characters, "
                          f"got {len(text)}")
+    return text
+
+
+def set_description(store: "ChromaStore", description: str) -> str:
+    """Store a one-line description on the collection (:func:`clean_description`)."""
+    text = clean_description(description)
     set_metadata(store.collection, {DESCRIPTION_KEY: text})
     return text
+
+
+@dataclass
+class ListedCollection:
+    """One line of ``selfrag collections``: a collection, its description and the indexes built beside it."""
+
+    name: str
+    chunks: int
+    description: str = ""
+    indexes: dict[str, int] = field(default_factory=dict)  # index kind -> nodes
+
+
+def list_described(client: Any) -> list[ListedCollection]:
+    """Every collection of ``client`` with its description; an index's sibling collection
+    (``<name>.children``, ``<name>.raptor``) is listed under its parent's ``indexes``, not on its own."""
+    from selfrag.kb.indexes import INDEX_SUFFIXES
+
+    rows: dict[str, ListedCollection] = {}
+    for col in client.list_collections():
+        name = col if isinstance(col, str) else col.name
+        got = client.get_collection(name)
+        rows[name] = ListedCollection(name, int(got.count()), str((got.metadata or {}).get(DESCRIPTION_KEY, "")))
+    for name in sorted(rows):
+        for kind, suffix in INDEX_SUFFIXES.items():
+            parent = name[: -len(suffix) - 1] if name.endswith("." + suffix) else None
+            if parent in rows and name in rows:
+                rows[parent].indexes[kind] = rows.pop(name).chunks
+    return [rows[name] for name in sorted(rows)]
 
 
 def metadata_schema(store: "ChromaStore", sample: int = SCHEMA_SAMPLE) -> dict[str, FieldSpec]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from selfrag.settings import AUTO_EMBEDDER, KBSettings, RetrievalSettings
 
 if TYPE_CHECKING:  # pragma: no cover
+    from selfrag.kb.collection_info import ListedCollection
     from selfrag.kb.embedder import Embedder
     from selfrag.kb.knowledge_base import KnowledgeBase
 
@@ -66,6 +67,17 @@ def list_collections(kb: KBSettings) -> list[tuple[str, int]]:
     if kb.server == "persistent" and not kb_folder(kb).exists():
         return []
     return _list(make_client(kb.server, kb_folder(kb), kb.host, kb.port))
+
+
+def describe_collections(kb: KBSettings) -> "list[ListedCollection]":
+    """Every collection at the configured location with its description and indexes
+    (:func:`selfrag.kb.collection_info.list_described`); none when a persistent location does not exist."""
+    from selfrag.kb.collection_info import list_described
+    from selfrag.kb.store import make_client
+
+    if kb.server == "persistent" and not kb_folder(kb).exists():
+        return []
+    return list_described(make_client(kb.server, kb_folder(kb), kb.host, kb.port))
 
 
 def location(kb: KBSettings) -> str:

@@ -1,5 +1,8 @@
 """Retrievers over one collection, all satisfying :class:`programs.types.Retriever`:
-dense (Chroma nearest neighbours), BM25 (bm25s) and hybrid (weighted RRF of the two)."""
+dense (Chroma nearest neighbours), BM25 (bm25s) and hybrid (weighted RRF of the two, with the one
+RRF implementation in :mod:`programs.fusion`). The hybrid retriever also takes ``dense_query``
+(:class:`programs.retriever_calls.DenseQueryRetriever`): HyDE's hypothetical passage is embedded for
+the dense search while BM25 keeps the question's own words."""
 
 from __future__ import annotations
 
@@ -7,9 +10,9 @@ from typing import Any, Callable
 
 from selfrag.kb.embedder import Embedder
 from selfrag.kb.filters import matches, validate_where
-from selfrag.kb.fusion import weighted_rrf
 from selfrag.kb.bm25 import BM25Index
 from selfrag.kb.store import ChromaStore
+from programs.fusion import weighted_rrf
 from programs.types import Passage
 
 
@@ -76,7 +79,10 @@ class BM25Retriever:
 
 
 class HybridRetriever:
-    """Weighted RRF of a dense and a BM25 retriever, each asked for ``candidates`` passages."""
+    """Weighted RRF of a dense and a BM25 retriever, each asked for ``candidates`` passages.
+
+    ``retrieve(..., dense_query=TEXT)`` embeds ``TEXT`` for the dense search (HyDE) while BM25 searches
+    ``query``; without it both search ``query``."""
 
     def __init__(self, dense: DenseRetriever, bm25: BM25Retriever, dense_weight: float = 1.0,
                  bm25_weight: float = 1.0, rrf_k: int = 60, candidates: int = 20):
@@ -95,9 +101,10 @@ class HybridRetriever:
     def query_warning(self, query: str) -> str | None:
         return self.dense.query_warning(query) if self.weights[0] > 0 else None
 
-    def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]:
+    def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None, *,
+                 dense_query: str | None = None) -> list[Passage]:
         _check_k(k)
         depth = max(k, self.candidates)
-        dense = self.dense.retrieve(query, depth, filters) if self.weights[0] > 0 else []
+        dense = self.dense.retrieve(dense_query or query, depth, filters) if self.weights[0] > 0 else []
         sparse = self.bm25.retrieve(query, depth, filters) if self.weights[1] > 0 else []
         return weighted_rrf([dense, sparse], self.weights, k=self.rrf_k, limit=k)

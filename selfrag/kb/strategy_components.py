@@ -7,29 +7,26 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from programs.settings import ProgramSettings
+from programs.types import Retriever
 from selfrag.kb.collection_info import collections_retriever, metadata_schema
-from selfrag.kb.retriever import HybridRetriever
-from selfrag.kb.split_query import SplitQueryHybridRetriever
 
 if TYPE_CHECKING:  # pragma: no cover
     from selfrag.kb.knowledge_base import KnowledgeBase
 
 
 def strategy_components(kb: "KnowledgeBase", program: ProgramSettings,
-                        others: Sequence["KnowledgeBase"] = (), mode: str | None = None) -> dict[str, Any]:
-    """``retriever`` (and ``metadata_schema`` for self-query) for ``program``'s strategies over ``kb``.
+                        others: Sequence["KnowledgeBase"] = (), mode: str | None = None,
+                        retriever: Retriever | None = None) -> dict[str, Any]:
+    """``retriever`` (and ``metadata_schema`` for self-query) for ``program``'s strategies over ``kb``;
+    ``retriever``: the one to use for ``kb`` (e.g. over an index; default ``kb.retriever(mode)``).
 
     - ``route_collections``: a ``CollectionsRetriever`` over ``kb`` and ``others`` (their descriptions
       and schemas; the router's choices), which supplies the self-query schema itself;
-    - ``hyde`` over hybrid retrieval: the split retriever (dense embeds the hypothetical passage, BM25
-      keeps the question);
     - ``self_query``: the collection's metadata schema.
     """
     if program.route_collections:
         return {"retriever": collections_retriever([kb, *others], mode)}
-    retriever = kb.retriever(mode)
-    if "hyde" in program.transforms and isinstance(retriever, HybridRetriever):
-        retriever = SplitQueryHybridRetriever.of(retriever)
+    retriever = retriever if retriever is not None else kb.retriever(mode)  # hybrid takes HyDE's dense_query
     out: dict[str, Any] = {"retriever": retriever}
     if program.self_query:
         out["metadata_schema"] = metadata_schema(kb.store)

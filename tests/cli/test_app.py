@@ -28,7 +28,7 @@ COMMANDS = dict(_leaf_commands(typer.main.get_command(app)))
 # Arguments that get each command past its own argument checks to the settings.
 ARGS = {
     ("ask",): ["q?"], ("ingest",): ["."], ("search",): ["x"], ("remove-source",): ["x"],
-    ("delete-collection",): ["x", "--yes"], ("eval",): ["--limit", "1"],
+    ("delete-collection",): ["x", "--yes"], ("describe",): ["x", "text"], ("eval",): ["--limit", "1"],
     ("reindex",): ["--embedder", "hash"], ("data", "check"): ["qa.jsonl"], ("data", "derive"): ["qa.jsonl", "--collection", "c", "--out", "o"],
 }
 

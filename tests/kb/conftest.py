@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from typer.testing import CliRunner
 
 from selfrag.kb.embedder import HashEmbedder
 from selfrag.kb.factory import build_knowledge_base
@@ -41,3 +42,21 @@ def docs_dir(tmp_path):
         '{"text": "Berlin is the capital of Germany.", "title": "Berlin", "doc_id": "b1", "country": "DE"}\n'
     )
     return d
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    """``run(*args)``: the CLI over a temp knowledge base with the hashing embedder (no model)."""
+    from selfrag.cli.app import app
+
+    monkeypatch.chdir(tmp_path)  # no selfrag.toml from the project
+    monkeypatch.delenv("SELFRAG_CONFIG", raising=False)
+    monkeypatch.setenv("SELFRAG_KB__PATH", str(tmp_path / "chroma"))
+    monkeypatch.setenv("SELFRAG_KB__EMBEDDING_MODEL", "hash-64")
+    monkeypatch.setenv("COLUMNS", "200")
+    runner = CliRunner()
+
+    def _run(*args: str):
+        return runner.invoke(app, list(args))
+
+    return _run

@@ -6,21 +6,6 @@ from typer.testing import CliRunner
 from selfrag.cli.app import app
 
 
-@pytest.fixture
-def run(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # no selfrag.toml from the project
-    monkeypatch.delenv("SELFRAG_CONFIG", raising=False)
-    monkeypatch.setenv("SELFRAG_KB__PATH", str(tmp_path / "chroma"))
-    monkeypatch.setenv("SELFRAG_KB__EMBEDDING_MODEL", "hash-64")
-    monkeypatch.setenv("COLUMNS", "200")
-    runner = CliRunner()
-
-    def _run(*args: str):
-        return runner.invoke(app, list(args))
-
-    return _run
-
-
 def test_ingest_search_stats_collections_and_removal(run, docs_dir, tmp_path):
     r = run("ingest", str(docs_dir), "--quiet")
     assert r.exit_code == 0, r.output

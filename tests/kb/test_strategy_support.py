@@ -8,7 +8,7 @@ from programs.settings import ProgramSettings
 from programs.strategy_retrieval import StrategyRetrieval
 from programs.types import Passage
 from selfrag.kb.collection_info import collections_retriever, get_description, metadata_schema, set_description
-from selfrag.kb.split_query import SplitQueryHybridRetriever
+from selfrag.kb.retriever import HybridRetriever
 from tests.fakes import scripted_lm
 
 import pytest
@@ -23,9 +23,9 @@ class Recorder:
         return [Passage(id=f"{self.name}-{query}", text=query)]
 
 
-def test_split_query_embeds_the_dense_query_and_keeps_the_question_for_bm25():
+def test_hybrid_embeds_the_dense_query_and_keeps_the_question_for_bm25():
     dense, bm25 = Recorder("dense"), Recorder("bm25")
-    retriever = SplitQueryHybridRetriever(dense, bm25)
+    retriever = HybridRetriever(dense, bm25)
     got = retriever.retrieve("Q?", k=2, dense_query="A hypothetical passage.")
     assert dense.queries == ["A hypothetical passage."] and bm25.queries == ["Q?"]
     assert [p.id for p in got] == ["dense-A hypothetical passage.", "bm25-Q?"]
@@ -33,10 +33,14 @@ def test_split_query_embeds_the_dense_query_and_keeps_the_question_for_bm25():
     assert dense.queries[-1] == bm25.queries[-1] == "Q2?"
 
 
-def test_split_query_of_a_kb_hybrid_keeps_its_settings(make_kb):
-    hybrid = make_kb("splitq", dense_weight=0.5, candidates=7).retriever("hybrid")
-    split = SplitQueryHybridRetriever.of(hybrid)
-    assert split.weights == hybrid.weights and split.candidates == 7 and split.dense is hybrid.dense
+def test_the_kb_hybrid_retriever_takes_a_dense_query(make_kb):
+    from programs.retriever_calls import DenseQueryRetriever, accepts
+
+    kb = make_kb("denseq")
+    kb.add_documents([("The Heron range is 80 km.", {"doc_id": "h"}), ("Parental leave is 16 weeks.", {"doc_id": "l"})])
+    hybrid = kb.retriever("hybrid")
+    assert accepts(hybrid, "dense_query") and isinstance(hybrid, DenseQueryRetriever)
+    assert hybrid.retrieve("Heron", k=1, dense_query="Heron range")[0].metadata["doc_id"] == "h"
 
 
 def manuals(make_kb, name="manuals"):
@@ -99,7 +103,7 @@ def test_strategy_components_for_the_composition_root(make_kb):
     plain = strategy_components(kb, ProgramSettings())
     assert set(plain) == {"retriever"} and type(plain["retriever"]).__name__ == "HybridRetriever"
     hyde = strategy_components(kb, ProgramSettings(transforms=["hyde"], self_query=True))
-    assert isinstance(hyde["retriever"], SplitQueryHybridRetriever) and "year" in hyde["metadata_schema"]
+    assert isinstance(hyde["retriever"], HybridRetriever) and "year" in hyde["metadata_schema"]
     routed = strategy_components(kb, ProgramSettings(route_collections=True, self_query=True), [other])
     assert routed["retriever"].names == ["bikes", "recipes"] and "metadata_schema" not in routed
     rag = Strategic(**routed, config=ProgramSettings(route_collections=True, self_query=True))

@@ -171,3 +171,41 @@ def test_a_deeply_nested_file_is_refused(tmp_path):
     deep.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ArtifactError, match="not valid JSON"):
         read_artifact(deep)
+
+
+def _without_next_query(tmp_path):
+    """An artifact as compiled before SelfRAG had its ``next_query`` predictor."""
+    from programs.artifacts import HASH_KEY, content_hash
+
+    path = save_artifact(compiled_program(), tmp_path / "old.json")
+    payload = json.loads(path.read_text())
+    del payload["state"]["next_query"]
+    payload["signature_hash"] = signature_hash(program(), exclude={"next_query"})
+    payload[HASH_KEY] = content_hash(payload)
+    path.write_text(json.dumps(payload))
+    return path
+
+
+def test_an_artifact_without_an_added_predictor_loads_it_uncompiled(tmp_path):
+    rag = program()
+    fresh = rag.next_query.dump_state()
+    load_state_into(rag, _without_next_query(tmp_path), strict=True)
+    assert rag.grade_relevance.demos[0]["relevance"] == "relevant"  # the compiled predictors loaded
+    assert rag.judge_support.signature.instructions == "Compiled support instructions."
+    assert rag.next_query.dump_state() == fresh  # the added one: its uncompiled state
+
+
+def test_an_added_predictor_present_in_the_artifact_is_loaded(tmp_path):
+    rag = compiled_program()
+    rag.next_query.signature = rag.next_query.signature.with_instructions("Compiled next query.")
+    path = save_artifact(rag, tmp_path / "new.json")
+    assert load_state_into(program(), path).next_query.signature.instructions == "Compiled next query."
+
+
+def test_only_added_predictors_may_be_missing(tmp_path):
+    path = _without_next_query(tmp_path)
+    payload = json.loads(path.read_text())
+    payload["signature_hash"] = signature_hash(program())  # claims the full program: the hash is checked
+    path.write_text(json.dumps(payload))
+    with pytest.raises(ArtifactError, match="signature_hash"):
+        load_state_into(program(), path)

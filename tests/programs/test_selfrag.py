@@ -257,4 +257,4 @@ def test_constructor_rejects_a_non_retriever():
 def test_each_judgement_is_a_named_predictor():
     names = {name for name, _ in SelfRAG(ListRetriever(KB)).named_predictors()}
     assert names == {"decide_retrieval", "grade_relevance", "grade_relevance_batch", "rewrite_query", "generate_answer",
-                     "answer_directly", "judge_support", "judge_usefulness"}
+                     "answer_directly", "judge_support", "judge_usefulness", "next_query"}

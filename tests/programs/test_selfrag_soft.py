@@ -179,7 +179,7 @@ def test_token_budget_drops_regeneration_and_records_it():
     result, engine = run(script, token_budget=100, max_regenerations=2)  # each call costs 10 prompt tokens
     assert engine.count("generate_answer") == 1
     budget = next(s for s in result.trace if s.step == "token_budget")
-    assert [d["step"] for d in budget.output["dropped"]] == ["regeneration"]
+    assert [d["step"] for d in budget.output["dropped"]] == ["continuation", "regeneration"]
     assert result.abstained and result.abstain_reason == "unsupported"
 
 

@@ -13,7 +13,7 @@ def test_unlimited_allows_everything_and_records_nothing():
 
 
 def test_drop_order_is_the_stated_one():
-    assert DROP_ORDER == ("extra_candidates", "usefulness_single", "regeneration", "web")
+    assert DROP_ORDER == ("extra_candidates", "usefulness_single", "continuation", "regeneration", "web")
 
 
 def test_a_step_that_fits_is_allowed():

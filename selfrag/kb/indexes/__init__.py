@@ -6,8 +6,9 @@
   as a collapsed tree by that collection's own hybrid retriever.
 
 Both builds are idempotent and cache their LM output by content (see each module).
-``selfrag ingest --index KIND`` calls :func:`build_index` after ingesting; ``ask``/``search`` with
-an index use :func:`index_retriever`.
+``selfrag ingest --index KIND`` builds one (through ``selfrag.wiring.build_indexes``, which supplies
+the LM steps); ``retrieval.index = KIND`` makes ``ask`` and ``search`` retrieve over it
+(:func:`index_retriever`, through ``selfrag.wiring.build_retriever``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from selfrag.kb.indexes.common import IndexReport, sibling
-from selfrag.kb.indexes.multi_representation import ParentDocumentRetriever, build_multi_representation
+from selfrag.kb.indexes.multi_representation import (LM_REPRESENTATIONS, REPRESENTATIONS, ParentDocumentRetriever,
+                                                     build_multi_representation)
 from selfrag.kb.indexes.raptor import build_raptor, cluster_embeddings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,14 +26,29 @@ if TYPE_CHECKING:  # pragma: no cover
     from selfrag.kb.knowledge_base import KnowledgeBase
 
 INDEX_KINDS = ("multi-representation", "raptor")
+INDEX_SUFFIXES = {"multi-representation": "children", "raptor": "raptor"}  # kind -> sibling collection suffix
 
-__all__ = ["INDEX_KINDS", "IndexReport", "ParentDocumentRetriever", "build_index", "build_multi_representation",
-           "build_raptor", "cluster_embeddings", "index_retriever"]
+__all__ = ["INDEX_KINDS", "INDEX_SUFFIXES", "REPRESENTATIONS", "IndexReport", "ParentDocumentRetriever",
+           "build_index", "build_multi_representation", "build_raptor", "cluster_embeddings", "index_fingerprint",
+           "index_retriever", "needs_lm"]
 
 
 def _check(kind: str) -> None:
     if kind not in INDEX_KINDS:
         raise ValueError(f"unknown index {kind!r}; choose one of: {', '.join(INDEX_KINDS)}")
+
+
+def needs_lm(kind: str, representations: "tuple[str, ...] | list[str]" = REPRESENTATIONS) -> bool:
+    """Whether building index ``kind`` calls an LM (raptor always; multi-representation for a summary
+    or questions)."""
+    _check(kind)
+    return kind == "raptor" or any(r in LM_REPRESENTATIONS for r in representations)
+
+
+def index_fingerprint(kb: "KnowledgeBase", kind: str) -> str:
+    """The version of index ``kind`` of ``kb`` (changes with any node added or removed)."""
+    _check(kind)
+    return sibling(kb, INDEX_SUFFIXES[kind]).fingerprint()
 
 
 def build_index(kb: "KnowledgeBase", kind: str, *, summarise: Callable[[list[str]], str] | None = None,
@@ -56,7 +73,7 @@ def index_retriever(kb: "KnowledgeBase", kind: str, mode: str | None = None) -> 
     """The retriever over index ``kind`` of ``kb`` (``mode``: dense | bm25 | hybrid, default the KB's);
     ValueError when the index has not been built."""
     _check(kind)
-    index = sibling(kb, "raptor" if kind == "raptor" else "children")
+    index = sibling(kb, INDEX_SUFFIXES[kind])
     if index.is_empty():
         raise ValueError(f"no {kind} index for collection {kb.name!r}: run selfrag ingest --index {kind} first")
     if kind == "raptor":

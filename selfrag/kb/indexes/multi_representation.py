@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from programs.retriever_calls import call_retriever
 from programs.types import Passage, Retriever
 from selfrag.kb.chunking import split_sentences
 from selfrag.kb.indexes.common import IndexReport, node_id, remove_stale, sibling
@@ -109,6 +110,7 @@ class ParentDocumentRetriever:
 
     ``fanout``: children fetched per parent wanted (``k * fanout`` children are searched). A parent
     gets the score of its best child and ``metadata["matched"]`` = that child's representation.
+    ``dense_query`` (HyDE) goes to the children's retriever when it takes one.
     """
 
     def __init__(self, children: Retriever, parents: ChromaStore, fanout: int = 4):
@@ -118,11 +120,12 @@ class ParentDocumentRetriever:
         self.parents = parents
         self.fanout = fanout
 
-    def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]:
+    def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None, *,
+                 dense_query: str | None = None) -> list[Passage]:
         if not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
         best: dict[str, Passage] = {}
-        for child in self.children.retrieve(query, k * self.fanout, filters):
+        for child in call_retriever(self.children, query, k * self.fanout, filters, dense_query=dense_query):
             pid = str(child.metadata.get("parent_id") or "")
             if pid and pid not in best:
                 best[pid] = child

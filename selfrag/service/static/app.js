@@ -82,6 +82,7 @@ const KIND = {
   generate_answer: "draft", answer_directly: "draft", rewrite_query: "retrieve", rewrite_web_query: "retrieve",
   judge_support: "critique", judge_usefulness: "critique", candidate_dropped: "critique",
   select_candidate: "final", abstain: "final",
+  continue_decision: "decision", next_query: "retrieve", merge: "retrieve",
 };
 
 const LABEL = {
@@ -90,6 +91,7 @@ const LABEL = {
   generate_answer: "Draft", answer_directly: "Direct answer", rewrite_query: "Rewrite query",
   rewrite_web_query: "Web query", judge_support: "Support", judge_usefulness: "Usefulness",
   candidate_dropped: "Draft dropped", select_candidate: "Choice", abstain: "Abstain",
+  continue_decision: "Continue?", next_query: "Next query", merge: "New passages",
 };
 
 const ROUTES = {

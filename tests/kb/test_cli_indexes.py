@@ -1,0 +1,112 @@
+"""``selfrag ingest --index / --description``, ``selfrag describe``, ``collections`` and ``search --index``
+through typer's CliRunner, with the hashing embedder and a scripted LM behind the wiring."""
+
+from __future__ import annotations
+
+import dspy
+import pytest
+
+from tests.fakes import scripted_lm
+
+
+@pytest.fixture
+def lm(monkeypatch):
+    """The scripted summariser / question writer that ``selfrag.wiring.build_lms`` hands out (counted)."""
+    lm, engine = scripted_lm({
+        "summarize_texts": lambda inputs: {"summary": "Summary: " + inputs["texts"][:80]},
+        "hypothetical_questions": {"questions": ["What does it say?", "Which animal is it about?"]},
+    })
+    built = []
+
+    def build_lms(settings):
+        built.append(settings.lm.profile)
+        return lm, None, dspy.JSONAdapter()
+
+    monkeypatch.setattr("selfrag.wiring.build_lms", build_lms)
+    engine.built = built
+    return engine
+
+
+def no_lm(monkeypatch):
+    def refuse(settings):
+        raise AssertionError("this index needs no LM")
+
+    monkeypatch.setattr("selfrag.wiring.build_lms", refuse)
+
+
+def test_sentence_children_need_no_lm_and_a_rebuild_adds_nothing(run, docs_dir, monkeypatch):
+    no_lm(monkeypatch)
+    r = run("ingest", str(docs_dir), "-q", "--index", "multi-representation", "--representations", "sentences")
+    assert r.exit_code == 0, r.output
+    assert "default.children" in r.stdout and "chunks added" in r.stdout
+    r = run("ingest", "-q", "--index", "multi-representation", "--representations", "sentences")
+    assert r.exit_code == 0, r.output
+    rows = {cells[0]: cells[1] for line in r.stdout.splitlines()
+            if len(cells := [c.strip() for c in line.split("│") if c.strip()]) == 2}
+    assert rows["nodes added"] == "0" and rows["nodes unchanged"] == rows["nodes (total)"] != "0"
+    r = run("collections")
+    assert "multi-representation (" in r.stdout and "default.children" not in r.stdout
+
+
+def test_raptor_and_lm_children_use_the_wired_lm_once_and_cache_it(run, docs_dir, lm):
+    r = run("ingest", str(docs_dir), "-q", "--index", "raptor", "--index", "multi-representation",
+            "--profile", "tiny")
+    assert r.exit_code == 0, r.output
+    assert lm.built == ["tiny"]  # one LM for both indexes, from the command's settings
+    first = lm.count("summarize_texts"), lm.count("hypothetical_questions")
+    assert first[0] > 0 and first[1] > 0
+    assert "default.raptor" in r.stdout and "default.children" in r.stdout
+    r = run("ingest", "-q", "--index", "raptor", "--index", "multi-representation", "--profile", "tiny")
+    assert r.exit_code == 0, r.output
+    assert (lm.count("summarize_texts"), lm.count("hypothetical_questions")) == first  # nothing summarised again
+    r = run("collections")
+    assert "raptor (" in r.stdout and "multi-representation (" in r.stdout
+
+
+def test_the_summaries_progress_bar_is_on_stderr(run, docs_dir, lm):
+    r = run("ingest", str(docs_dir), "--index", "raptor")
+    assert r.exit_code == 0, r.output
+    assert "summarising level 1" in r.stderr and "summarising" not in r.stdout
+
+
+def test_search_over_an_index_and_retrieval_index_in_the_settings(run, docs_dir, monkeypatch):
+    no_lm(monkeypatch)
+    assert run("ingest", str(docs_dir), "-q", "--index", "multi-representation",
+               "--representations", "sentences").exit_code == 0
+    r = run("search", "Cats purr when content", "--index", "multi-representation", "-k", "1")
+    assert r.exit_code == 0, r.output
+    assert "multi-representation index" in r.stdout and "Cats are small carnivorous mammals" in r.stdout
+    monkeypatch.setenv("SELFRAG_RETRIEVAL__INDEX", "raptor")  # configured, never built
+    r = run("search", "cats")
+    assert r.exit_code == 2 and "selfrag ingest --index raptor" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = run("search", "cats", "--index", "none")
+    assert r.exit_code == 0 and "Cats" in r.stdout
+
+
+def test_descriptions_at_ingest_and_with_describe_shown_by_collections(run, docs_dir):
+    r = run("ingest", str(docs_dir / "cats.md"), "-q", "--collection", "pets", "--description", "  Facts about\n pets ")
+    assert r.exit_code == 0, r.output
+    assert "Facts about pets" in run("collections").stdout
+    r = run("describe", "pets", "Cats, dogs and other animals")
+    assert r.exit_code == 0, r.output
+    listing = run("collections").stdout
+    assert "Cats, dogs and other animals" in listing and "Facts about pets" not in listing
+    assert run("ingest", "--description", "Only the description", "--collection", "pets").exit_code == 0
+    assert "Only the description" in run("collections").stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["ingest"], "nothing to do"),
+    (["ingest", "--index", "bogus"], "unknown --index"),
+    (["ingest", "--index", "raptor", "--representations", "summary"], "goes with --index multi-representation"),
+    (["ingest", "--index", "multi-representation", "--representations", "pictures"], "--representations takes"),
+    (["ingest", "--description", "x" * 301], "at most 300 characters"),
+    (["ingest", "--index", "raptor", "--collection", "nothing-here"], "no collection named 'nothing-here'"),
+    (["describe", "nothing-here", "text"], "no collection named 'nothing-here'"),
+    (["search", "x", "--index", "trees"], "retrieval.index"),
+])
+def test_bad_index_and_description_options_are_one_line_exit_2(run, args, message):
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.output
