@@ -44,7 +44,7 @@ def test_artifact_is_plain_json_with_header(tmp_path):
     payload = json.loads(path.read_text())
     assert payload["program"] == "SelfRAG"
     assert payload["signature_hash"] == signature_hash(program())
-    assert payload["manifest"] == {"optimizer": "bootstrap"}
+    assert payload["manifest"] == {"optimizer": "bootstrap", "state_sha256": payload["state_sha256"]}
     assert set(payload["state"]) >= {"grade_relevance", "judge_support", "generate_answer"}
 
 

@@ -179,8 +179,11 @@ def test_token_budget_drops_regeneration_and_records_it():
     result, engine = run(script, token_budget=100, max_regenerations=2)  # each call costs 10 prompt tokens
     assert engine.count("generate_answer") == 1
     budget = next(s for s in result.trace if s.step == "token_budget")
-    assert [d["step"] for d in budget.output["dropped"]] == ["continuation", "regeneration"]
+    assert [d["step"] for d in budget.output["dropped"]] == ["regeneration"]  # continuation is off by default
     assert result.abstained and result.abstain_reason == "unsupported"
+    result, _ = run(script, token_budget=100, max_regenerations=2, continue_retrieval=True)
+    budget = next(s for s in result.trace if s.step == "token_budget")
+    assert [d["step"] for d in budget.output["dropped"]] == ["continuation", "regeneration"]
 
 
 def test_without_budget_the_regeneration_runs():
