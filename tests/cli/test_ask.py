@@ -53,7 +53,8 @@ def test_json_output_is_the_typed_result(workspace):
     assert payload["retrieved"] is True and payload["abstained"] is False
     assert payload["citations"][0]["source"].endswith("heron.md")
     assert payload["usage"]["lm_calls"] == len(workspace.calls)
-    assert [s["step"] for s in payload["trace"]][0] == "retrieve_decision"
+    first = payload["trace"][0]  # a factual question: the cheap rule decides, no judge call
+    assert first["step"] == "retrieve_rule" and first["inputs"]["rule"] == "factual_question"
 
 
 def test_empty_question_exits_non_zero(workspace):
