@@ -35,7 +35,7 @@ def test_ask_end_to_end_with_the_tiny_model(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)  # stdout is the JSON alone
     steps = [s["step"] for s in result["trace"]]
-    assert steps[0] == "retrieve_decision"
+    assert steps[0] == "retrieve_rule"  # a factual question: the cheap rule decides
     assert result["usage"]["lm_calls"] == sum(s["lm_calls"] for s in result["trace"]) > 0
     assert result["usage"]["prompt_tokens"] > 0
     if result["retrieved"]:

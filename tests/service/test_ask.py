@@ -17,7 +17,7 @@ def test_ask_returns_the_result_model_of_ask_json(service):
     assert result.usage.lm_calls == len(service.engine.calls)
     assert result.usage.prompt_tokens == 10 * result.usage.lm_calls
     steps = [s.step for s in result.trace]
-    assert steps[:3] == ["retrieve_decision", "route", "retrieve"] and "judge_support" in steps
+    assert steps[:3] == ["retrieve_rule", "route", "retrieve"] and "judge_support" in steps
     graded = [s.inputs["passage_id"] for s in result.trace if s.step == "grade_relevance"]
     assert "bridge" in graded
 
@@ -58,7 +58,7 @@ def test_chat_completions_is_openai_shaped_with_the_reflection_as_an_extra(servi
     assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"] > 0
     extra = body["selfrag"]
     assert extra["citations"][0]["source"] == "bridges.md" and extra["supported"] == "fully"
-    assert extra["trace"][0]["step"] == "retrieve_decision"
+    assert extra["trace"][0]["step"] == "retrieve_rule"  # a factual question: the cheap rule decides
     # the last user message is the question
     decision_inputs = service.engine.calls[0][1]
     assert QUESTION in decision_inputs["question"]

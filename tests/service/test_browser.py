@@ -110,7 +110,7 @@ def test_the_page_streams_cites_opens_passages_stops_and_uploads(live, page, tmp
     submit(page, "When did the Zephyr bridge open?")
     assert gate.reached.wait(20)  # the program is held in its draft: what is on screen came while it ran
     page.wait_for_selector("#steps li[data-step='grade_relevance']")
-    assert steps_of(page)[:3] == ["retrieve_decision", "route", "retrieve"]
+    assert steps_of(page)[:3] == ["retrieve_rule", "route", "retrieve"]
     assert page.text_content("#status") == "thinking" and page.is_visible("#live")
     assert "passage bridge: relevant" in page.text_content("#steps")
     gate.release.set()
