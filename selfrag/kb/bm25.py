@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -119,7 +120,7 @@ class BM25Index:
                 with FileLock(str(lock_path(directory)), timeout=lock_timeout):
                     old = None
                     if directory.exists():
-                        old = directory.with_name(f".{directory.name}.old-{os.getpid()}-{id(self)}")
+                        old = directory.with_name(f".{directory.name}.old-{os.getpid()}-{uuid.uuid4().hex}")
                         directory.rename(old)
                     tmp.rename(directory)
                     tmp = old if old is not None else tmp
