@@ -97,7 +97,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                     reporter: Reporter | None = None, loader: SplitLoader | None = None,
                     seed: int = SEED, start_from: Path | str | None = None, calibrate_sizes: dict | None = None,
                     answer_objective: Any = DEFAULT_ANSWER_OBJECTIVE, data_dir: Path | str | None = None,
-                    teacher_lm: Any = None, language: str = "en") -> CompileResult:
+                    teacher_lm: Any = None, language: str = "en",
+                    retriever_of: Callable[[Any], Any] | None = None) -> CompileResult:
     """Compile SelfRAG's judgements (and end to end with ``e2e``) and write the artifact and its manifest.
 
     Args:
@@ -125,6 +126,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         teacher_lm: the teacher LM of the bootstrapping optimizers and GEPA's reflection LM.
         language: ``en``, or ``zh``: the Chinese sets (``relevance_zh``..., ``qa_zh``; :func:`optimize.splits.language_loader`)
             and the ``cmrc-qa`` collection for the end-to-end and calibrate stages.
+        retriever_of: knowledge base → its retriever for that collection (``selfrag compile`` passes
+            ``selfrag.wiring.build_retriever``: the index in ``retrieval.index``); checked before any LM call.
     """
     names, name = check_request(optimizer=optimizer, judgements=judgements, e2e=e2e, train=train, dev=dev,
                                 e2e_train=e2e_train, e2e_dev=e2e_dev, budget=budget, name=name,
@@ -132,12 +135,14 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
     needs_corpus = e2e or bool(calibrate_sizes and calibrate_sizes.get("answer", 1))
     if needs_corpus and retriever is None and (knowledge_base is None or datasets_dir is None):
         raise CompileError("the end-to-end stage needs a retriever, or a knowledge base and the datasets folder")
+    corpus = QA_CORPUS if language == "zh" else E2E_COLLECTION
+    if needs_corpus and retriever is None and retriever_of is not None:
+        retriever_of(knowledge_base(corpus))  # a missing retrieval.index is refused before any LM call
     out_dir = Path(out_dir)
     data_manifest = read_manifest(data_dir) if data_dir is not None else None  # refused before any LM call
     if data_dir is not None:
         splits_dir, loader = data_dir, loader or derived_loader(data_dir)
     loader = language_loader(loader or functools.partial(load_split, splits_dir=splits_dir), language)
-    corpus = QA_CORPUS if language == "zh" else E2E_COLLECTION
     reporter = reporter or Reporter()
     generator, critic, adapter = lms
     critic_lm = critic or generator
@@ -162,7 +167,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         stages.append(report)
     if e2e:
         if retriever is None:
-            program.retriever = e2e_retriever(knowledge_base, Path(datasets_dir), reporter, corpus)
+            program.retriever = e2e_retriever(knowledge_base, Path(datasets_dir), reporter, corpus, retriever_of)
         keep = [STAGES[n].predictor for n in names]
         with dspy.context(lm=generator, adapter=adapter):
             report, e2e_params = compile_e2e(
@@ -176,7 +181,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
     calibration = None
     if calibrate_sizes is not None:
         if calibrate_sizes.get("answer", 1) and retriever is None and isinstance(program.retriever, _NullRetriever):
-            program.retriever = e2e_retriever(knowledge_base, Path(datasets_dir), reporter, corpus)
+            program.retriever = e2e_retriever(knowledge_base, Path(datasets_dir), reporter, corpus, retriever_of)
         answer_n = calibrate_sizes.get("answer", 24)
         answer_examples = balanced(list(loader("qa_en", "train")), answer_n) if answer_n else None
         calibration = calibrate(program, loader=loader, out_dir=out_dir / f"{name}.calibration",

@@ -33,6 +33,7 @@ from optimize.qa_format import Catalog, with_gold_refs
 from optimize.splits import load_split
 from programs.artifacts import load_state_into
 from programs.registry import ProgramSpec
+from programs.strategy_retrieval import StrategyRetrieval
 
 CONFIG = "config.json"
 SUMMARY_PROGRAM_SETTINGS = ("k", "max_candidates", "max_rewrites", "max_web_rounds", "max_regenerations",
@@ -41,12 +42,14 @@ SUMMARY_PROGRAM_SETTINGS = ("k", "max_candidates", "max_rewrites", "max_web_roun
 
 def build_program(spec: ProgramSpec, retriever: Any, *, web_search: Any = None, config: Any = None,
                   generator_lm: Any = None, critic_lm: Any = None, adapter: Any = None,
-                  strict: bool = False) -> dspy.Module:
+                  logprobs: bool = False, strict: bool = False) -> dspy.Module:
     """The program of one registry entry; a ``compiled:PATH`` entry gets the artifact's state loaded
     (raises :class:`programs.artifacts.ArtifactError` for an unusable artifact; ``strict``: also for
-    one whose content hash does not match)."""
+    one whose content hash does not match). ``logprobs`` (``lm.logprobs``) goes to a program with
+    retrieval strategies: its rerank ``judge`` / ``auto`` then scores with its own relevance judgement."""
+    extra = {"logprobs": logprobs} if issubclass(spec.cls, StrategyRetrieval) else {}
     program = spec.cls(retriever, web_search=web_search, config=config, generator_lm=generator_lm,
-                       critic_lm=critic_lm, adapter=adapter)
+                       critic_lm=critic_lm, adapter=adapter, **extra)
     if spec.artifact is not None:
         load_state_into(program, spec.artifact, strict=strict)
     return program
@@ -131,7 +134,8 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
              reports_dir: Path | str = "reports", support_limit: int = 0, semantic_f1: bool = False,
              reporter: Reporter | None = None, ingest_progress: bool = False, strict: bool = False,
              on_row: Callable[[dict[str, Any]], None] | None = None,
-             collection: str | None = None) -> tuple[Path, dict[str, Any]]:
+             collection: str | None = None,
+             retriever_of: Callable[[Any], Any] | None = None) -> tuple[Path, dict[str, Any]]:
     """Run ``programs`` on ``dataset`` (resuming ``run_id`` when its folder exists: the examples are the
     ones the run started with) and write the reports. Returns ``(out_dir, summary)``.
 
@@ -150,6 +154,9 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
         strict: refuse a ``compiled:`` artifact whose content hash does not match.
         collection: answer from this existing collection (the user's own) instead of ``eval-<corpus>``;
             gold documents are matched by doc id or source (:func:`optimize.qa_format.with_gold_refs`).
+        retriever_of: knowledge base → the retriever the programs answer from (``selfrag eval`` passes
+            ``selfrag.wiring.build_retriever``: the chunks, or the index in ``retrieval.index``);
+            None = the knowledge base's own retriever.
 
     Every program is built (its artifact checked) before the run's folder or the knowledge base is written.
     """
@@ -167,10 +174,11 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
     else:
         corpus = corpus_name(dataset, examples)
         kb = knowledge_base(f"eval-{corpus}")
-    retriever = kb.retriever()
+    retriever = retriever_of(kb) if retriever_of is not None else kb.retriever()
     generator, critic, adapter = lms
     built = {spec.label: build_program(spec, retriever, web_search=web_search, config=settings.program,
-                                       generator_lm=generator, critic_lm=critic, adapter=adapter, strict=strict)
+                                       generator_lm=generator, critic_lm=critic, adapter=adapter,
+                                       logprobs=settings.lm.logprobs, strict=strict)
              for spec in programs}
 
     out_dir.mkdir(parents=True, exist_ok=True)

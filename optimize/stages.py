@@ -143,16 +143,17 @@ def compile_judgement(program: SelfRAG, judgement: str, *, loader: SplitLoader, 
 
 
 def e2e_retriever(knowledge_base: Callable[[str], Any], datasets_dir: Path, reporter: Reporter | None = None,
-                  corpus: str = E2E_COLLECTION) -> Any:
+                  corpus: str = E2E_COLLECTION, retriever_of: Callable[[Any], Any] | None = None) -> Any:
     """Retriever over the ``corpus`` collection (``clapnq``; ``cmrc-qa`` for Chinese; ``knowledge_base(name)``
-    opens it), ingesting ``corpus_documents(corpus)`` once, when the collection is empty."""
+    opens it), ingesting ``corpus_documents(corpus)`` once, when the collection is empty;
+    ``retriever_of(kb)`` builds it (default: the collection's own retriever)."""
     reporter = reporter or Reporter()
     kb = knowledge_base(corpus)
     if kb.is_empty():
         docs = sources.corpus_documents(corpus, datasets_dir)
         reporter.log(f"building the {corpus!r} collection from {len(docs)} documents (once)")
         kb.add_documents(docs)
-    return kb.retriever()
+    return retriever_of(kb) if retriever_of is not None else kb.retriever()
 
 
 def compile_e2e(program: SelfRAG, *, loader: SplitLoader, optimizer: str = "bootstrap", train: int | None = 20,

@@ -1,9 +1,10 @@
 """Reranking fused candidates before grading: by a relevance probability, or by an LM's listwise order.
 
-``program.rerank``: ``none``; ``judge`` — order by an injected :data:`RelevanceScorer` (the relevance
-judge's P(relevant) from token log-probabilities); ``listwise`` — one ``RerankPassages`` call orders
-the numbered candidates; ``auto`` — ``judge`` when a scorer is given, else ``listwise``. The LM step
-is the program's (:mod:`programs.retrieval_pipeline`); here are the pure parts.
+``program.rerank``: ``none``; ``judge`` — order by P(relevant): an injected :data:`RelevanceScorer`, or
+the program's own relevance judgement read from token log-probabilities (``lm.logprobs``); ``listwise``
+— one ``RerankPassages`` call orders the numbered candidates; ``auto`` — ``judge`` when a scorer is
+given or the LM gives log-probabilities, else ``listwise``. The LM steps are the program's
+(:mod:`programs.retrieval_pipeline`); here are the pure parts.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ RelevanceScorer = Callable[[str, Sequence[Passage]], Sequence[float | None]]
 
 
 def rerank_method(mode: RerankMode, has_scorer: bool) -> Literal["none", "judge", "listwise"]:
-    """The method ``mode`` resolves to; ValueError for ``judge`` without a scorer."""
+    """The method ``mode`` resolves to (``has_scorer``: a scorer is injected or log-probabilities
+    make the program's own judgement one); ValueError for ``judge`` without a scorer."""
     if mode == "auto":
         return "judge" if has_scorer else "listwise"
     if mode == "judge" and not has_scorer:
-        raise ValueError("program.rerank = 'judge' needs a relevance scorer (log-probabilities); "
+        raise ValueError("program.rerank = 'judge' needs a relevance scorer (log-probabilities: lm.logprobs = true); "
                          "use 'listwise' or 'auto' for a backend without them")
     return mode
 

@@ -7,6 +7,11 @@ Per query, :meth:`RetrievalPipeline.retrieve` expands it (:class:`~programs.quer
 searches each expansion, fuses the rankings with the original query's by RRF (``fusion_k``, 60),
 reranks the fused pool (``program.rerank``) and returns the top ``k``.
 
+Rerank ``judge`` orders the pool by P(relevant): from an injected scorer, or — when the LM gives token
+log-probabilities (``logprobs=True``, wired from ``lm.logprobs``) — from the pipeline's own relevance
+judgement, ``rerank_judge`` (the batched grading signature, one call for the whole pool, soft labels
+read per verdict); a failed or unusable judgement keeps the fused order, recorded.
+
 The module holds parameters only: the retriever, LMs, adapter and scorer come in a
 :class:`RetrievalContext` per call, so a program owning the pipeline (``StrategyRetrieval``) deep-copies
 its predictors and shares its components. Predictors exist only for the configured strategies, so a
@@ -25,20 +30,24 @@ from typing import Any
 
 import dspy
 
-from programs.base import lm_scope
+from programs.base import BATCH_TOKENS_BASE, BATCH_TOKENS_PER_PASSAGE, lm_scope
+from programs.batch_grading import parse_batch_verdicts
 from programs.collection_routing import parse_route
 from programs.filter_grammar import FieldSpec, and_where, describe, parse_clauses, to_where
 from programs.fusion import weighted_rrf
-from programs.passages import format_passages
+from programs.judging import soft_items
+from programs.passages import format_passages, passage_ref
 from programs.query_transforms import Expansion, QueryTransforms
 from programs.rerank import RelevanceScorer, order_by_scores, parse_ranking, rerank_method
 from programs.retriever_calls import accepts, call_retriever
 from programs.settings import ProgramSettings
+from programs.soft_labels import label_values
 from programs.tracing import Tracer
 from programs.types import Passage, Retriever
-from signatures import ExtractFilters, RerankPassages, RouteCollections
+from signatures import ExtractFilters, GradeRelevanceBatch, PassageVerdict, RerankPassages, RouteCollections
 
 RERANK_PASSAGE_CHARS = 400
+RELEVANCE_LABELS = label_values(PassageVerdict.model_fields["relevance"].annotation)
 
 
 @dataclass
@@ -69,15 +78,20 @@ class RetrievalPlan:
 class RetrievalPipeline(dspy.Module):
     """Routing, self-query, query transforms, fusion and rerank for one program (see the module doc)."""
 
-    def __init__(self, config: ProgramSettings | None = None, *, has_scorer: bool = False):
+    def __init__(self, config: ProgramSettings | None = None, *, has_scorer: bool = False, logprobs: bool = False):
+        """``has_scorer``: a relevance scorer is injected (per call, ``RetrievalContext.scorer``);
+        ``logprobs``: the LM gives token log-probabilities, so rerank ``judge`` / ``auto`` scores with
+        the pipeline's own relevance judgement when no scorer is injected."""
         super().__init__()
         cfg = config or ProgramSettings()
         self.transforms = (QueryTransforms(cfg.transforms, cfg.max_paraphrases, cfg.max_subquestions)
                            if cfg.transforms else None)
         self.route = dspy.Predict(RouteCollections) if cfg.route_collections else None
         self.extract_filters = dspy.Predict(ExtractFilters) if cfg.self_query else None
-        self.rerank_method = rerank_method(cfg.rerank, has_scorer)
+        self.rerank_method = rerank_method(cfg.rerank, has_scorer or logprobs)
         self.rerank = dspy.Predict(RerankPassages) if self.rerank_method == "listwise" else None
+        own_judge = self.rerank_method == "judge" and not has_scorer
+        self.rerank_judge = dspy.Predict(GradeRelevanceBatch) if own_judge else None
         self.fusion_k = cfg.fusion_k
         self.max_routes = cfg.max_routes
         self.rerank_pool = cfg.rerank_pool
@@ -176,7 +190,13 @@ class RetrievalPipeline(dspy.Module):
             return passages
         if self.rerank_method == "judge":
             try:
-                scores = list(ctx.scorer(question, passages))  # type: ignore[misc]
+                if ctx.scorer is None and self.rerank_judge is not None:
+                    scores = self._judge_scores(ctx, question, passages)
+                    if scores is None:
+                        ctx.tracer.note("rerank", None, method="judge", fallback="fused order")
+                        return passages
+                else:
+                    scores = list(ctx.scorer(question, passages))  # type: ignore[misc]
                 ranked = order_by_scores(passages, scores)
             except Exception as exc:  # noqa: BLE001 - a scorer failure keeps the fused order, recorded
                 step = ctx.tracer.note("rerank", None, method="judge")
@@ -194,6 +214,27 @@ class RetrievalPipeline(dspy.Module):
         step.inputs["usable_numbers"] = str(used)
         return [passages[i] for i in order]
 
+    def _judge_scores(self, ctx: RetrievalContext, question: str, passages: list[Passage]) -> list[float | None] | None:
+        """P(relevant) of each pooled passage from one ``rerank_judge`` call (the critic LM), recorded as
+        the ``rerank_judge`` step (calls, tokens, labels, ``p_relevant``); None when the call failed or
+        no verdict was usable. Its steps are not ``grade_relevance`` steps: evaluation does not count them."""
+        cap = {"max_tokens": BATCH_TOKENS_BASE + BATCH_TOKENS_PER_PASSAGE * len(passages)}
+        with lm_scope(ctx.critic_lm or ctx.lm, ctx.adapter):
+            pred, step = ctx.tracer.call("rerank_judge", self.rerank_judge, "verdicts", config=cap,
+                                         question=question,
+                                         passages=format_passages(passages, RERANK_PASSAGE_CHARS, query=question))
+        parsed = parse_batch_verdicts(getattr(pred, "verdicts", None) if pred is not None else None, len(passages))
+        softs = soft_items(pred, "relevance", RELEVANCE_LABELS, parsed.labels)
+        scores = [None if s is None else s.p("relevant") for s in softs]
+        step.output = parsed.labels
+        step.inputs["passage_ids"] = ", ".join(passage_ref(p) for p in passages)[:200]
+        step.inputs["p_relevant"] = ", ".join("-" if s is None else f"{s:.3f}" for s in scores)
+        if parsed.malformed and pred is not None:
+            step.inputs["problems"] = "; ".join(parsed.problems)[:200]
+        judged = [s for s in softs if s is not None]
+        step.soft = all(s.soft for s in judged) if judged else None
+        return scores if judged else None
+
 
 class TransformingRetriever:
     """A :class:`~programs.types.Retriever` that runs a :class:`RetrievalPipeline` over ``base``.
@@ -205,13 +246,14 @@ class TransformingRetriever:
 
     def __init__(self, base: Retriever, config: ProgramSettings | None = None, *, lm: dspy.BaseLM | None = None,
                  critic_lm: dspy.BaseLM | None = None, adapter: dspy.Adapter | None = None,
-                 relevance_scorer: RelevanceScorer | None = None,
+                 relevance_scorer: RelevanceScorer | None = None, logprobs: bool = False,
                  metadata_schema: Mapping[str, FieldSpec] | None = None, pipeline: RetrievalPipeline | None = None):
         if not isinstance(base, Retriever):
             raise TypeError(f"base must implement retrieve(query, k, filters); got {type(base).__name__}")
         self.base = base
         self.config = config or ProgramSettings()
-        self.pipeline = pipeline or RetrievalPipeline(self.config, has_scorer=relevance_scorer is not None)
+        self.pipeline = pipeline or RetrievalPipeline(self.config, has_scorer=relevance_scorer is not None,
+                                                      logprobs=logprobs)
         self.lm, self.critic_lm, self.adapter = lm, critic_lm, adapter
         self.relevance_scorer = relevance_scorer
         self.metadata_schema = metadata_schema

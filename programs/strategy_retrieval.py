@@ -12,7 +12,9 @@ program's trace; with no strategy configured it is the base ``_retrieve`` unchan
 has no extra predictor.
 
 Use: ``class MyRAG(StrategyRetrieval, RAGModule)`` (the mixin first). Extra constructor keywords:
-``relevance_scorer`` (for ``rerank = judge``/``auto``) and ``metadata_schema`` (the collection's
+``relevance_scorer`` (for ``rerank = judge``/``auto``), ``logprobs`` (the LM gives token
+log-probabilities: without a scorer, ``judge``/``auto`` rerank by the program's own relevance
+judgement, the ``retrieval.rerank_judge`` predictor; wired from ``lm.logprobs``) and ``metadata_schema`` (the collection's
 filterable keys for ``self_query``; a :class:`~programs.collection_routing.CollectionsRetriever`
 supplies its own). Routing and self-query run once per question (the plan is kept per trace), the
 transforms on every query the program retrieves for.
@@ -42,7 +44,7 @@ class StrategyRetrieval:
 
     COMPONENTS: ClassVar[tuple[str, ...]] = RAGModule.COMPONENTS + ("relevance_scorer",)
 
-    def __init__(self, *args: Any, relevance_scorer: RelevanceScorer | None = None,
+    def __init__(self, *args: Any, relevance_scorer: RelevanceScorer | None = None, logprobs: bool = False,
                  metadata_schema: Mapping[str, FieldSpec] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         cfg = self.config  # type: ignore[attr-defined]
@@ -56,7 +58,7 @@ class StrategyRetrieval:
             raise TypeError("relevance_scorer must be callable(question, passages) -> scores")
         self.relevance_scorer = relevance_scorer
         self.metadata_schema = dict(metadata_schema) if metadata_schema else None
-        self.retrieval = RetrievalPipeline(cfg, has_scorer=relevance_scorer is not None)
+        self.retrieval = RetrievalPipeline(cfg, has_scorer=relevance_scorer is not None, logprobs=logprobs)
 
     def _retrieval_context(self, tracer: Tracer) -> RetrievalContext:
         return RetrievalContext(tracer, self.retriever, self.generator_lm, self.critic_lm,  # type: ignore[attr-defined]

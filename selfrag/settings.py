@@ -68,7 +68,8 @@ class RetrievalSettings(_Section):
     rrf_k: int = Field(60, ge=1)
     candidates: int = Field(20, ge=1, le=1000)  # depth of each ranking fused by hybrid RRF
     # Retrieve over an index built by `selfrag ingest --index KIND` instead of the chunks themselves:
-    # multi-representation (children matched, parent chunks returned) or raptor (the collapsed tree).
+    # multi-representation (children matched, parent chunks returned) or raptor (the collapsed tree);
+    # ask, search, eval, compile and the service (selfrag.wiring.build_retriever).
     index: Literal["none", "multi-representation", "raptor"] = "none"
 
 
@@ -97,7 +98,9 @@ class LMSettings(_Section):
     # Prompt format: "compact" (CompactJSONAdapter: one shared system message, evidence first, ~40% fewer
     # prompt tokens) or "json" (dspy.JSONAdapter). Both decode the same JSON schema.
     adapter: Literal["compact", "json"] = "compact"
-    logprobs: bool = True  # ask for token log-probabilities: soft judgement scores (programs.soft_labels)
+    # Ask for token log-probabilities: soft judgement scores (programs.soft_labels); also lets
+    # program.rerank = judge / auto order the fused pool by the program's own relevance judgement.
+    logprobs: bool = True
     top_logprobs: int = Field(5, ge=1, le=20)
 
     @model_validator(mode="after")

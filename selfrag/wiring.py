@@ -183,7 +183,8 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
     """Build knowledge base, LMs, web search and the program registered as
     ``settings.program.strategy`` over :func:`build_retriever` (the chunks, or the index in
     ``retrieval.index``; for a ``StrategyRetrieval`` program also the other described collections and
-    the metadata schema its strategies need), and load the compiled artifact (``settings.program_path``; else, for
+    the metadata schema its strategies need, and ``lm.logprobs``: its rerank ``judge`` / ``auto`` then
+    scores with its own relevance judgement), and load the compiled artifact (``settings.program_path``; else, for
     ``selfrag``, the shipped default if present).
 
     Everything that can be refused is checked before any store is written: the settings (already
@@ -201,8 +202,10 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
     retriever_was_given = retriever is not None
     cls = program_class(settings.program.strategy)
     components: dict[str, Any] = {"retriever": retriever if retriever_was_given else build_retriever(settings, kb)}
-    if not retriever_was_given and issubclass(cls, StrategyRetrieval):
-        components = _strategy_components(settings, kb, components["retriever"])
+    if issubclass(cls, StrategyRetrieval):
+        if not retriever_was_given:
+            components = _strategy_components(settings, kb, components["retriever"])
+        components["logprobs"] = settings.lm.logprobs  # rerank judge / auto: the program's own relevance judgement
     generator, critic, adapter = lms if lms is not None else build_lms(settings)
     try:
         program = cls(**components, web_search=None, config=settings.program, generator_lm=generator,

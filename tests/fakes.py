@@ -88,15 +88,22 @@ def _batch_from_single(reply: Reply, inputs: dict[str, str]) -> dict[str, Any]:
     return {"verdicts": verdicts}
 
 
-def label_logprobs(text: str, probs: dict[str, dict[Any, float]]) -> tuple[TokenLogprob, ...]:
+def label_logprobs(text: str, probs: dict[str, Any]) -> tuple[TokenLogprob, ...]:
     """Token log-probabilities for ``text`` (a JSON reply) in which every ``"field": value`` whose
     field is in ``probs`` is one token carrying the other labels as alternatives with the given
-    probabilities; all other text is certain (logprob 0)."""
+    probabilities; all other text is certain (logprob 0). A list of distributions gives the field's
+    n-th occurrence the n-th one (the verdicts of a batch)."""
     tokens: list[TokenLogprob] = []
     pos = 0
+    seen: dict[str, int] = {}
     pattern = re.compile(r'"(%s)":\s*' % "|".join(map(re.escape, probs)))
     for m in pattern.finditer(text):
         dist = probs[m.group(1)]
+        if isinstance(dist, list):
+            n = seen[m.group(1)] = seen.get(m.group(1), -1) + 1
+            if n >= len(dist):
+                continue
+            dist = dist[n]
         value_start = m.end()
         decoded = json.loads(re.match(r'"[^"]*"|-?\d+|true|false', text[value_start:]).group(0))
         if decoded not in dist:

@@ -169,3 +169,21 @@ def test_a_strategy_program_gets_the_metadata_schema_its_self_query_needs(settin
     empty = docs.model_copy(update={"kb": settings.kb.model_copy(update={"collection": "empty-one"})})
     with pytest.raises(ConfigError, match="program settings"):  # an empty collection has no fields to filter on
         build_runtime(empty)
+
+
+def test_rerank_auto_judges_with_the_programs_own_relevance_judgement_when_the_lm_gives_logprobs(settings):
+    from selfrag.errors import ConfigError
+    from selfrag.wiring import build_runtime
+
+    program = settings.program.model_copy(update={"strategy": "iterative", "rerank": "auto"})
+    on = settings.model_copy(update={"program": program})
+    assert on.lm.logprobs  # the default
+    built = build_runtime(on).program
+    assert built.retrieval.rerank_method == "judge" and built.retrieval.rerank_judge is not None
+    given = build_runtime(on, retriever=ListRetriever([])).program  # the service gives its retriever
+    assert given.retrieval.rerank_method == "judge"
+    off = on.model_copy(update={"lm": on.lm.model_copy(update={"logprobs": False})})
+    assert build_runtime(off).program.retrieval.rerank_method == "listwise"
+    judge_off = off.model_copy(update={"program": program.model_copy(update={"rerank": "judge"})})
+    with pytest.raises(ConfigError, match="lm.logprobs = true"):
+        build_runtime(judge_off)

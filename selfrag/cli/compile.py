@@ -104,7 +104,10 @@ def compile_cmd(
     if data_manifest is not None and (e2e or calibrate):  # the derived data's own collection answers
         from selfrag.cli.data import open_collection
 
-        retriever = open_collection(settings, data_manifest["collection"]).retriever()
+        try:  # over retrieval.index when one is set (a missing one refused here, before any model is loaded)
+            retriever = wiring.build_retriever(settings, open_collection(settings, data_manifest["collection"]))
+        except SelfRAGError as exc:
+            fail(str(exc), exc.exit_code)
     try:
         lms = wiring.build_lms(settings)
         teacher_lm = wiring.build_teacher_lm(settings, teacher) if teacher else None
@@ -115,7 +118,7 @@ def compile_cmd(
                 knowledge_base=lambda collection: wiring.build_knowledge_base(settings, collection=collection),
                 datasets_dir=paths.datasets_dir(), start_from=start_from, calibrate_sizes=sizes,
                 answer_objective=objective, data_dir=data, teacher_lm=teacher_lm, retriever=retriever,
-                language=language, **request)
+                language=language, retriever_of=lambda kb: wiring.build_retriever(settings, kb), **request)
     except (OptimizeError, ArtifactError) as exc:
         fail(str(exc), 2)
     except SelfRAGError as exc:

@@ -1,7 +1,8 @@
 """``selfrag eval``: run SelfRAG and baselines on the same dev questions and write a report.
 
-The composition root of an evaluation: settings → LMs, web search and a knowledge-base factory
-through :mod:`selfrag.wiring`, folders from :mod:`selfrag.paths`, the program list through
+The composition root of an evaluation: settings → LMs, web search, a knowledge-base factory and
+the retriever (``wiring.build_retriever``: the chunks, or the index in ``retrieval.index``) through
+:mod:`selfrag.wiring`, folders from :mod:`selfrag.paths`, the program list through
 :mod:`programs.registry`, handed to :func:`optimize.evaluate.evaluate`.
 """
 
@@ -42,6 +43,9 @@ def eval_command(
     model: ModelOpt = None,
     threads: ThreadsOpt = None,
     web: Annotated[Optional[str], typer.Option("--web", help="Web fallback: none | tavily | offline.")] = None,
+    index: Annotated[Optional[str], typer.Option(
+        "--index", help="Answer over an index built by ingest --index: none | multi-representation | raptor "
+                        "(default: retrieval.index).")] = None,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Refuse a compiled artifact whose content does not match its recorded hash.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
@@ -64,7 +68,7 @@ def eval_command(
     except ValueError as exc:
         fail(str(exc), 2)
     settings = settings_from(config, {"lm": {"profile": profile, "model": model, "threads": threads},
-                                      "web": {"backend": web}})
+                                      "web": {"backend": web}, "retrieval": {"index": index}})
     if run_id is not None:
         from optimize.evaluate import check_run_id
 
@@ -84,7 +88,11 @@ def eval_command(
     if collection is not None:  # refuse an unknown or empty collection before any model is loaded
         from selfrag.cli.data import open_collection
 
-        open_collection(settings, collection)
+        kb = open_collection(settings, collection)
+        try:  # and a missing retrieval.index, with the one line ask gives
+            wiring.build_retriever(settings, kb)
+        except SelfRAGError as exc:
+            fail(str(exc), exc.exit_code)
     try:
         lms = wiring.build_lms(settings)
         web_search = wiring.build_web(settings) if settings.web.backend != "none" else None
@@ -94,7 +102,8 @@ def eval_command(
                 knowledge_base=lambda collection: wiring.build_knowledge_base(settings, collection=collection),
                 datasets_dir=paths.datasets_dir(), splits_dir=paths.splits_dir(), limit=limit, run_id=run_id,
                 reports_dir=reports, support_limit=support_limit, semantic_f1=semantic_f1,
-                reporter=reporter, ingest_progress=not quiet, strict=strict, collection=collection)
+                reporter=reporter, ingest_progress=not quiet, strict=strict, collection=collection,
+                retriever_of=lambda kb: wiring.build_retriever(settings, kb))
     except (OptimizeError, ArtifactError) as exc:
         fail(str(exc), 2)
     except SelfRAGError as exc:

@@ -23,6 +23,7 @@ CODES: dict[str, int] = {
     "unauthorized": 401,
     "not_found": 404,
     "collection_not_found": 404,
+    "index_not_found": 404,  # retrieval.index names an index the collection lacks (selfrag ingest --index)
     "source_not_found": 404,
     "chunk_not_found": 404,
     "method_not_allowed": 405,

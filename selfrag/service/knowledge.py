@@ -1,9 +1,10 @@
 """The collections one service process serves, and the retriever that routes each question to one.
 
 One program is wired per process; its retriever is a :class:`CollectionRetriever`, which reads the
-collection of the question being answered from a context variable (set around the program run, and
-followed by the program's worker threads). Knowledge bases are opened once per collection and share
-one embedder.
+collection of the question being answered — and that collection's retriever, resolved once per
+question by ``retriever_of`` (``selfrag.wiring.build_retriever``: the chunks, or the index in
+``retrieval.index``) — from a context variable (set around the program run, and followed by the
+program's worker threads). Knowledge bases are opened once per collection and share one embedder.
 
 Several workers may share one Chroma server. Each keeps its own BM25 index of a collection, so before
 every question or search the worker re-checks the index against the collection's ids
@@ -16,7 +17,7 @@ import contextlib
 import contextvars
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from programs.types import Passage
@@ -27,13 +28,18 @@ from selfrag.settings import AUTO_EMBEDDER, KBSettings, RetrievalSettings
 
 log = logging.getLogger(__name__)
 
-_current: contextvars.ContextVar[str | None] = contextvars.ContextVar("selfrag_service_collection", default=None)
+# (collection, its retriever) of the question being answered
+_current: contextvars.ContextVar[tuple[str, Any] | None] = contextvars.ContextVar("selfrag_service_collection",
+                                                                                 default=None)
 
 
 class Collections:
     """Opens and caches one :class:`KnowledgeBase` per collection (same location, one embedder)."""
 
-    def __init__(self, kb: KBSettings, retrieval: RetrievalSettings, embedder: Any = None):
+    def __init__(self, kb: KBSettings, retrieval: RetrievalSettings, embedder: Any = None,
+                 retriever_of: Callable[[KnowledgeBase], Any] | None = None):
+        """``retriever_of``: a knowledge base → the retriever questions over it use (default: its own;
+        raises ValueError, e.g. :class:`~selfrag.errors.InputError`, when it cannot be built)."""
         from selfrag.kb.embedder import make_embedder
 
         self.kb_settings = kb
@@ -42,6 +48,7 @@ class Collections:
         if embedder is None and kb.embedding_model != AUTO_EMBEDDER:  # auto: each collection its own
             embedder = make_embedder(kb.embedding_model, kb.embed_batch_size)
         self.embedder = embedder
+        self.retriever_of = retriever_of or (lambda kb: kb.retriever())
         self._kbs: dict[str, KnowledgeBase] = {}
         self._locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
@@ -94,10 +101,21 @@ class Collections:
         kb = self.get(name)
         kb._invalidate()  # KnowledgeBase's own consistency check: a fingerprint of every id, rebuilt if stale
 
+    def answering_retriever(self, name: str | None = None) -> Any:
+        """The retriever questions over ``name`` use (``retriever_of``): ``collection_not_found`` for
+        an unknown collection, ``index_not_found`` when ``retrieval.index`` names an index it lacks."""
+        kb = self.get(name)
+        try:
+            return self.retriever_of(kb)
+        except ValueError as exc:
+            raise ServiceError("index_not_found", str(exc)) from None
+
     @contextlib.contextmanager
     def using(self, name: str | None) -> Iterator[None]:
-        """Route the retrieval of the code inside the block (and its worker threads) to ``name``."""
-        token = _current.set(name or self.default)
+        """Route the retrieval of the code inside the block (and its worker threads) to ``name``, over
+        its :meth:`answering_retriever` (resolved once, here)."""
+        name = name or self.default
+        token = _current.set((name, self.answering_retriever(name)))
         try:
             yield
         finally:
@@ -117,7 +135,9 @@ class CollectionRetriever:
         return self
 
     def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]:
-        name = _current.get() or self.collections.default
-        kb = self.collections.get(name)
+        held = _current.get()
+        if held is None:  # outside a question: the default collection
+            held = (self.collections.default, self.collections.answering_retriever())
+        name, retriever = held
         with self.collections.lock(name):
-            return kb.retrieve(query, k=k, filters=filters)
+            return retriever.retrieve(query, k=k, filters=filters)

@@ -81,7 +81,8 @@ class QuestionRunner:
         thread is free. ``emit`` gets ``("started", {})`` and then every ``("step", ...)``, called
         from the model thread."""
         name = collection or self.collections.default
-        await run_in_threadpool(self.collections.get, name)  # collection_not_found before queueing
+        # collection_not_found / index_not_found before queueing
+        await run_in_threadpool(self.collections.answering_retriever, name)
         return self._submit(question, name, emit)
 
     def _submit(self, question: str, name: str, emit: Callable[[Event], None] | None) -> Job:

@@ -50,14 +50,18 @@ def warm_up(runtime: ServiceRuntime) -> None:
 
 def build_service_runtime(settings: "Settings", service: "ServiceSettings") -> ServiceRuntime:
     """Knowledge base, LMs, web and program from ``settings``; the demo corpus when the default
-    collection is empty (``service.demo_corpus``); model weights loaded."""
-    from selfrag.wiring import build_runtime, ensure_demo_corpus
+    collection is empty (``service.demo_corpus``); model weights loaded. Each question retrieves from
+    its collection through :func:`selfrag.wiring.build_retriever` (over ``retrieval.index`` when set)."""
+    from selfrag.wiring import build_retriever, build_runtime, ensure_demo_corpus
 
-    collections = Collections(settings.kb, settings.retrieval)
+    collections = Collections(settings.kb, settings.retrieval,
+                              retriever_of=lambda kb: build_retriever(settings, kb))  # retrieval.index too
     runtime = build_runtime(settings, retriever=collections.retriever())
     if service.demo_corpus:
         if ensure_demo_corpus(collections.get(create=True)):
             log.info("the default collection was empty: ingested the demo corpus")
+    if settings.retrieval.index != "none":  # a missing index is refused at start-up, as ask refuses it
+        build_retriever(settings, collections.get(create=True))
     served = ServiceRuntime(program=runtime.program, collections=collections,
                             model_id=f"selfrag-{settings.program.strategy}",
                             info={"profile": settings.lm.profile, "strategy": settings.program.strategy})

@@ -130,6 +130,18 @@ def test_compile_refuses_a_data_folder_of_another_version(derived, monkeypatch):
     assert engine.calls == [] and not (derived.parent / "art").exists()
 
 
+def test_compile_over_the_data_collection_refuses_a_missing_retrieval_index(derived, monkeypatch):
+    engine = AnyEngine(STUDENT)
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (
+        dspy.LM("scripted/s", engine=engine, cache=False), None, dspy.JSONAdapter()))
+    monkeypatch.setenv("SELFRAG_RETRIEVAL__INDEX", "raptor")  # configured, never built for 'toy'
+    result = runner.invoke(app, ["compile", "--data", str(derived), "--e2e", "--out-dir", "art"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == ("error: retrieval.index = 'raptor': no raptor index for collection 'toy': "
+                                     "run selfrag ingest --index raptor --collection toy first")
+    assert engine.calls == [] and not (derived.parent / "art").exists()
+
+
 def answer_script():
     gold = {q["question"]: q["answers"] for q in QA}
     return {"retrieve_decision": {"decision": "yes"},

@@ -1,6 +1,8 @@
 """`selfrag eval` through typer's CliRunner on the five-example set of tests/optimize/test_evaluate.py: the
 table, the report files, one-line errors for an unknown program and a missing artifact."""
 
+import json
+
 import dspy
 from typer.testing import CliRunner
 
@@ -60,3 +62,42 @@ def test_cli_eval_on_a_dead_backend_exits_1(hash_kb_settings, tmp_path, monkeypa
     assert result.exit_code == 1
     assert "| vanilla-rag | 5 | 5 |" in result.stdout
     assert result.stderr.startswith("error: every question failed")
+
+
+def summarise(texts):
+    return "Summary of " + "; ".join(texts)
+
+
+def test_cli_eval_answers_over_the_index_in_retrieval_index(hash_kb_settings, tmp_path, monkeypatch):
+    from selfrag.kb.indexes import build_index
+    from selfrag.wiring import build_knowledge_base
+
+    kb = build_knowledge_base(hash_kb_settings, collection="own")
+    kb.add_documents(fake_corpus("own", tmp_path))
+    lm, engine = scripted_lm(SCRIPT)
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
+    data = write_dataset(tmp_path / "five.jsonl")
+    args = ["eval", "--dataset", str(data), "--collection", "own", "--programs", "vanilla-rag",
+            "--reports", str(tmp_path / "rep"), "-q"]
+
+    missing = runner.invoke(app, [*args, "--run-id", "m", "--index", "raptor"])
+    assert missing.exit_code == 2
+    assert missing.stderr.strip() == ("error: retrieval.index = 'raptor': no raptor index for collection 'own': "
+                                      "run selfrag ingest --index raptor --collection own first")
+    monkeypatch.setenv("SELFRAG_RETRIEVAL__INDEX", "raptor")
+    ask = runner.invoke(app, ["ask", "When did the Zephyr bridge open?", "--collection", "own"])
+    assert (ask.exit_code, ask.stderr) == (2, missing.stderr)  # the one line ask gives
+    assert engine.calls == [] and not (tmp_path / "rep" / "m").exists()  # refused before any LM call or file
+
+    build_index(kb, "raptor", summarise=summarise, progress=False)
+    result = runner.invoke(app, [*args, "--run-id", "r"])  # retrieval.index from the environment
+    assert result.exit_code == 0, result.output
+    drafts = [inputs["passages"] for role, inputs in engine.calls if role == "generate_answer"]
+    assert len(drafts) == 5 and any("Summary of" in d for d in drafts)  # RAPTOR's summary nodes were retrieved
+    assert json.loads((tmp_path / "rep" / "r" / "config.json").read_text())["retrieval"]["index"] == "raptor"
+
+    calls = len(engine.calls)
+    plain = runner.invoke(app, [*args, "--run-id", "p", "--index", "none"])  # the flag wins over the environment
+    assert plain.exit_code == 0, plain.output
+    assert not any("Summary of" in inputs["passages"] for role, inputs in engine.calls[calls:]
+                   if role == "generate_answer")

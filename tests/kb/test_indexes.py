@@ -161,5 +161,5 @@ def test_bad_index_requests_name_the_problem(topic_kb, kind, kwargs, message):
 def test_empty_collection_and_unbuilt_index_are_errors(make_kb, topic_kb):
     with pytest.raises(ValueError, match="is empty"):
         build_index(make_kb("empty"), "raptor", summarise=FakeSummariser())
-    with pytest.raises(ValueError, match="run selfrag ingest --index raptor first"):
+    with pytest.raises(ValueError, match="run selfrag ingest --index raptor --collection topics first"):
         index_retriever(topic_kb, "raptor")

@@ -405,6 +405,45 @@ def test_a_resume_with_other_settings_is_refused_naming_them(hash_kb_settings, t
     evaluate(hash_kb_settings, data, parse_programs("vanilla-rag"), limit=4, **run)  # the same: resumes
 
 
+def test_the_retriever_comes_from_retriever_of_and_a_missing_index_is_refused_before_anything_is_written(
+        hash_kb_settings, tmp_path, monkeypatch):
+    from selfrag.errors import InputError
+    from selfrag.kb.indexes import ParentDocumentRetriever, build_index
+    from selfrag.wiring import build_knowledge_base, build_retriever
+
+    monkeypatch.setattr("optimize.sources.corpus_documents", fake_corpus)
+    data = str(write_dataset(tmp_path / "five.jsonl"))
+    components, engine = _components(hash_kb_settings, tmp_path)
+    indexed = hash_kb_settings.model_copy(update={"retrieval": hash_kb_settings.retrieval.model_copy(
+        update={"index": "multi-representation"})})
+    built = []
+
+    def retriever_of(kb):
+        built.append(build_retriever(indexed, kb))
+        return built[-1]
+
+    run = dict(reports_dir=tmp_path / "reports", retriever_of=retriever_of, **components)
+    with pytest.raises(InputError, match="no multi-representation index for collection 'eval-clapnq'"):
+        evaluate(indexed, data, parse_programs("vanilla-rag"), run_id="x", **run)
+    assert engine.calls == [] and not (tmp_path / "reports").exists()
+    assert build_knowledge_base(indexed, collection="eval-clapnq").is_empty()
+    kb = build_knowledge_base(indexed, collection="eval-clapnq")  # filled (as a run without the index does), indexed
+    eval_examples.ensure_corpus(kb, fake_corpus("clapnq", tmp_path))
+    build_index(kb, "multi-representation", representations=["sentences"], progress=False)
+    out, _ = evaluate(indexed, data, parse_programs("vanilla-rag"), run_id="y", limit=2, **run)
+    assert isinstance(built[-1], ParentDocumentRetriever)  # the programs answered over the index
+    rows = eval_runs.read_results(out / eval_runs.RESULTS)
+    assert len(rows) == 2 and all(r["ok"] and r["result"]["citations"] for r in rows)
+
+
+def test_a_strategy_program_gets_logprobs_so_rerank_auto_judges():
+    iterative = build_program(parse_program("iterative"), FixedRetriever(), config=ProgramSettings(rerank="auto"),
+                              logprobs=True)
+    assert iterative.retrieval.rerank_method == "judge"
+    assert build_program(parse_program("iterative"), FixedRetriever(),
+                         config=ProgramSettings(rerank="auto")).retrieval.rerank_method == "listwise"
+
+
 @pytest.mark.parametrize("content, problem", [  # the QA file format of optimize.qa_format
     ("", "is empty"),
     ("\n\n", "is empty"),

@@ -171,6 +171,72 @@ def test_a_failing_scorer_keeps_the_fused_order():
     assert not step(result, "rerank")[0].ok and len(step(result, "fuse")[0].output) == 2
 
 
+def verdicts(*labels):
+    return {"verdicts": [{"number": n, "topic": "Heron", "relevance": label} for n, label in enumerate(labels, 1)]}
+
+
+def p_relevant(*ps):
+    """Token log-probabilities giving the n-th verdict P(relevant) = ps[n]."""
+    return {"grade_relevance_batch": {"relevance": [{"relevant": p, "irrelevant": 1 - p} for p in ps]}}
+
+
+def judged(script, probs=None, **cfg):
+    lm, engine = scripted_lm(script, **({"probs": probs} if probs else {}))
+    rag = Strategic(ListRetriever(BIKES), config=ProgramSettings(**cfg), generator_lm=lm,
+                    adapter=dspy.JSONAdapter(), logprobs=True)
+    return rag, rag(question="Heron range?").result, engine
+
+
+def test_with_logprobs_auto_reranks_by_the_programs_own_relevance_judgement_in_one_call():
+    script = {"grade_relevance_batch": verdicts("relevant", "relevant", "irrelevant"), "generate_answer": ANSWER}
+    rag, result, engine = judged(script, p_relevant(0.6, 0.9, 0.2), rerank="auto", rerank_pool=3, k=2)
+    assert rag.retrieval.rerank_method == "judge" and rag.retrieval.rerank is None
+    assert "retrieval.rerank_judge" in dict(rag.named_predictors())  # compiled with the program
+    # the fused pool (h23, h21, faq: tied overlap, retriever order) is judged once, all three passages
+    assert engine.roles() == ["grade_relevance_batch", "generate_answer"]
+    assert engine.calls[0][1]["passages"].count("«") == 3
+    assert step(result, "fuse")[0].output == ["h21", "h23"]  # P(relevant) 0.9 > 0.6 > 0.2
+    judge = step(result, "rerank_judge")[0]
+    assert judge.ok and judge.lm_calls == 1 and judge.prompt_tokens == 10 and judge.completion_tokens == 5
+    assert judge.output == ["relevant", "relevant", "irrelevant"] and judge.soft is True
+    assert judge.inputs["p_relevant"] == "0.600, 0.900, 0.200"
+    assert step(result, "rerank")[0].inputs["scores"] == "[0.6, 0.9, 0.2]"  # in fused order
+    assert not step(result, "grade_relevance")  # the eval harness's relevance counts stay the program's own
+    assert result.usage.lm_calls == 2
+
+
+def test_judge_without_logprobs_labels_order_relevant_first_and_unjudged_passages_last():
+    script = {"grade_relevance_batch": {"verdicts": [{"number": 2, "topic": "x", "relevance": "relevant"},
+                                                     {"number": 3, "topic": "x", "relevance": "irrelevant"}]},
+              "generate_answer": ANSWER}
+    _, result, engine = judged(script, rerank="judge", rerank_pool=3, k=3)  # the LM gave no log-probabilities
+    judge = step(result, "rerank_judge")[0]
+    assert judge.soft is False and "passage [1] not graded" in judge.inputs["problems"]
+    assert step(result, "fuse")[0].output == ["h21", "faq", "h23"]  # 1.0, 0.0, then the unjudged one
+    assert engine.count("grade_relevance_batch") == 1  # bounded: no per-passage re-grades
+
+
+def test_a_failing_judge_call_is_a_recorded_decision_and_keeps_the_fused_order():
+    _, result, engine = judged({"grade_relevance_batch": "not json", "generate_answer": ANSWER},
+                               rerank="auto", rerank_pool=3, k=2)
+    judge = step(result, "rerank_judge")[0]
+    assert not judge.ok and judge.error
+    assert step(result, "rerank")[0].inputs["fallback"] == "fused order"
+    assert step(result, "fuse")[0].output == ["h23", "h21"]
+    assert not result.abstained and result.error is None  # rerank only steers: the answer stands
+
+
+def test_without_logprobs_auto_falls_back_to_listwise_and_judge_is_refused():
+    lm, _ = scripted_lm({})
+    rag = Strategic(ListRetriever(BIKES), config=ProgramSettings(rerank="auto"), generator_lm=lm, logprobs=False)
+    assert rag.retrieval.rerank_method == "listwise" and rag.retrieval.rerank_judge is None
+    with pytest.raises(ValueError, match="lm.logprobs = true"):
+        Strategic(ListRetriever(BIKES), config=ProgramSettings(rerank="judge"), generator_lm=lm)
+    injected = Strategic(ListRetriever(BIKES), config=ProgramSettings(rerank="auto"), generator_lm=lm,
+                         logprobs=True, relevance_scorer=lambda q, ps: [0.5] * len(ps))
+    assert injected.retrieval.rerank_method == "judge" and injected.retrieval.rerank_judge is None  # injected wins
+
+
 def test_pure_helpers():
     assert parse_route(["A", "x", "b", "a"], ["a", "b", "c"], 1) == (["a"], ["x"])
     assert parse_ranking([2, "1", True, 2, 0], 3) == ([1, 0, 2], 1)

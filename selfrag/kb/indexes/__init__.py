@@ -7,7 +7,7 @@
 
 Both builds are idempotent and cache their LM output by content (see each module).
 ``selfrag ingest --index KIND`` builds one (through ``selfrag.wiring.build_indexes``, which supplies
-the LM steps); ``retrieval.index = KIND`` makes ``ask`` and ``search`` retrieve over it
+the LM steps); ``retrieval.index = KIND`` makes ``ask``, ``search``, ``eval`` and the service retrieve over it
 (:func:`index_retriever`, through ``selfrag.wiring.build_retriever``).
 """
 
@@ -75,7 +75,8 @@ def index_retriever(kb: "KnowledgeBase", kind: str, mode: str | None = None) -> 
     _check(kind)
     index = sibling(kb, INDEX_SUFFIXES[kind])
     if index.is_empty():
-        raise ValueError(f"no {kind} index for collection {kb.name!r}: run selfrag ingest --index {kind} first")
+        raise ValueError(f"no {kind} index for collection {kb.name!r}: "
+                         f"run selfrag ingest --index {kind} --collection {kb.name} first")
     if kind == "raptor":
         return index.retriever(mode)
     return ParentDocumentRetriever(index.retriever(mode), kb.store)
