@@ -1,4 +1,4 @@
-"""The calibrate stage of ``selfrag compile``: fit SelfRAG's three decision thresholds on labelled data.
+"""The calibrate stage of ``selfrag compile``: fit SelfRAG's decision thresholds on labelled data.
 
 Each threshold is chosen on the soft scores the program's own judgements give (their label
 probabilities, read from token log-probabilities):
@@ -8,7 +8,10 @@ probabilities, read from token log-probabilities):
    included), the share of no-retrieval questions that really skip retrieval, ECE, a reliability PNG.
 2. **relevance** on the ``relevance`` split, grouped by question and graded the way the program grades
    (batched or per passage): P(relevant) for accuracy; same report.
-3. **answer** on ``qa_en``: the program runs end to end with the answer threshold at 0 (it answers
+3. **stated** (the answer check) on ``qa_en``: per question, retrieve and grade as in a first round, then
+   the check's P(the passages state the answer); positive = the question is answerable. Same objective as
+   the answer stage (default: false abstention ≤ 0.1). Skipped (size 0) for a program without the check.
+4. **answer** on ``qa_en``: the program runs end to end with the answer threshold at 0 (it answers
    whenever it has a candidate) and records the chosen candidate's confidence; an answer "should be
    given" when the question is answerable and at least half of the answer's tokens are in a gold answer
    (token precision ≥ 0.5: ClapNQ's gold answers are long sentences, so a right short answer has a low
@@ -146,18 +149,40 @@ def calibrate_answer(program: Any, examples: Sequence[Any], objective: Any,
     return threshold, report, usage
 
 
+def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any,
+                     out_dir: Path | None) -> tuple[float, dict, Usage]:
+    """P(stated) of the answer check on each question's first-round passages vs. whether it is answerable."""
+    usage, probs, labels, no_relevant = Usage(), [], [], 0
+    for ex in examples:
+        p, tracer = program.stated_probability(str(M.field_value(ex, "question")))
+        usage = usage.add(tracer.usage)
+        if p is None:
+            no_relevant += 1  # nothing relevant (or the check failed): the check does not decide this question
+            continue
+        probs.append(p)
+        labels.append(bool(M.field_value(ex, "answerable", True)))
+    threshold, report = _fit("stated", probs, labels, objective, out_dir, Thresholds().stated)
+    report["questions"], report["not_checked"] = len(examples), no_relevant
+    return threshold, report, usage
+
+
 def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrieve: int | None = 60,
-              relevance: int | None = 30, answer: int | None = 24, answer_objective: Any = DEFAULT_ANSWER_OBJECTIVE,
+              relevance: int | None = 30, stated: int | None = 24, answer: int | None = 24,
+              answer_objective: Any = DEFAULT_ANSWER_OBJECTIVE,
               out_dir: Path | None = None, answer_examples: Sequence[Any] | None = None,
               reporter: Any = None) -> dict[str, Any]:
-    """Fit the three thresholds in order (relevance before answer: the answer stage runs with the fitted
-    relevance threshold) and set them on ``program.compiled_thresholds``. Returns the manifest section.
+    """Fit the thresholds in order (each later stage runs with the earlier fitted ones: the answer stage
+    with the fitted relevance and stated thresholds) and set them on ``program.compiled_thresholds``.
+    Returns the manifest section.
     A size of 0 skips that stage: its threshold stays what the program has (the artifact it was compiled
     from, e.g. ``selfrag compile --from``), else the default. ``answer_examples`` overrides
-    the ``qa_en`` examples (already balanced / limited by the caller)."""
+    the ``qa_en`` examples of the stated and answer stages (already balanced / limited by the caller).
+    The stated stage is skipped for a program without the answer check (``config.answer_check``)."""
     out_dir = Path(out_dir) if out_dir is not None else None
     fitted, sections, total = getattr(program, "compiled_thresholds", None) or Thresholds(), {}, Usage()
-    steps = [("retrieve", retrieve), ("relevance", relevance), ("answer", answer)]
+    if not getattr(getattr(program, "config", None), "answer_check", False):
+        stated = 0
+    steps = [("retrieve", retrieve), ("relevance", relevance), ("stated", stated), ("answer", answer)]
     for name, size in steps:
         if size == 0:
             continue
@@ -168,8 +193,10 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
         elif name == "relevance":
             th, rep, usage = calibrate_relevance(program, list(loader("relevance", split)), size, out_dir)
         else:
-            exs = list(answer_examples) if answer_examples is not None else list(loader("qa_en", split))[:size]
-            th, rep, usage = calibrate_answer(program, exs, answer_objective, out_dir)
+            exs = list(answer_examples) if answer_examples is not None else list(loader("qa_en", split))
+            exs = exs[:size] if size is not None else exs
+            fit = calibrate_stated if name == "stated" else calibrate_answer
+            th, rep, usage = fit(program, exs, answer_objective, out_dir)
         fitted = fitted.model_copy(update={name: th})
         program.compiled_thresholds = fitted
         rep["cost"] = usage.model_dump()

@@ -132,7 +132,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
     names, name = check_request(optimizer=optimizer, judgements=judgements, e2e=e2e, train=train, dev=dev,
                                 e2e_train=e2e_train, e2e_dev=e2e_dev, budget=budget, name=name,
                                 calibrate=calibrate_sizes is not None, with_answer=data_dir is not None)
-    needs_corpus = e2e or bool(calibrate_sizes and calibrate_sizes.get("answer", 1))
+    runs_program = bool(calibrate_sizes and (calibrate_sizes.get("answer", 1) or calibrate_sizes.get("stated", 1)))
+    needs_corpus = e2e or runs_program
     if needs_corpus and retriever is None and (knowledge_base is None or datasets_dir is None):
         raise CompileError("the end-to-end stage needs a retriever, or a knowledge base and the datasets folder")
     corpus = QA_CORPUS if language == "zh" else E2E_COLLECTION
@@ -180,13 +181,14 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         params = params or e2e_params
     calibration = None
     if calibrate_sizes is not None:
-        if calibrate_sizes.get("answer", 1) and retriever is None and isinstance(program.retriever, _NullRetriever):
+        if runs_program and retriever is None and isinstance(program.retriever, _NullRetriever):
             program.retriever = e2e_retriever(knowledge_base, Path(datasets_dir), reporter, corpus, retriever_of)
-        answer_n = calibrate_sizes.get("answer", 24)
-        answer_examples = balanced(list(loader("qa_en", "train")), answer_n) if answer_n else None
+        sizes = {"stated": 24, "answer": 24, **calibrate_sizes}
+        qa_n = max(sizes["stated"], sizes["answer"])  # the stated and answer stages share balanced qa_en examples
+        answer_examples = balanced(list(loader("qa_en", "train")), qa_n) if qa_n else None
         calibration = calibrate(program, loader=loader, out_dir=out_dir / f"{name}.calibration",
                                 answer_objective=answer_objective, answer_examples=answer_examples,
-                                reporter=reporter, **{k: v for k, v in calibrate_sizes.items() if k != "answer"})
+                                reporter=reporter, **sizes)
     seconds = round(time.perf_counter() - start, 2)
 
     manifest = build_manifest(program, settings, optimizer=optimizer, budget=budget, params=params, stages=stages,

@@ -116,7 +116,8 @@ class RAGModule(dspy.Module):
         cfg = self.config
         overrides = {name: value for name, value in (("retrieve", cfg.retrieve_threshold),
                                                      ("relevance", cfg.relevance_threshold),
-                                                     ("answer", cfg.answer_threshold)) if value is not None}
+                                                     ("answer", cfg.answer_threshold),
+                                                     ("stated", cfg.stated_threshold)) if value is not None}
         return base.model_copy(update=overrides) if overrides else base
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RAGModule:

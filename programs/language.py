@@ -19,6 +19,7 @@ ABSTAIN_ANSWERS = {
 ABSTAIN_REASONS_ZH: dict[str, str] = {
     "no_relevant_passage": "已检索并评估了段落（包括允许的所有改写和网络搜索），但没有段落达到相关性阈值",
     "no_answer_in_passages": "找到了相关段落，但每个候选回答的生成都表示这些段落不能回答该问题",
+    "answer_not_stated": "找到了相关段落，但答案检查判断这些段落没有给出问题的答案（P(stated) 低于阈值），允许的改写和网络搜索之后仍然如此",
     "unsupported": "最佳候选回答最可能的支持标签是“否”：段落不支持该回答",
     "low_confidence": "最佳候选回答得到（部分）支持，但其置信度低于回答阈值",
     "web_failed": "知识库中没有可用内容，网络搜索回退也失败了（无密钥、限流、超时、无结果……）；轨迹步骤记录了错误类型",

@@ -36,6 +36,12 @@ class ProgramSettings(BaseModel):
     retrieve_threshold: float | None = Field(None, ge=0.0, le=1.0)
     relevance_threshold: float | None = Field(None, ge=0.0, le=1.0)
     answer_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    stated_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    # SelfRAG's answer check: before drafting, one call asks whether the draft's passages state the answer
+    # (signatures.CheckAnswerStated); below the ``stated`` threshold the round counts as one without a
+    # relevant passage. On ClapNQ dev it separates answerable from unanswerable questions far better than
+    # the support judge's confidence (bench/bench_answerability.py).
+    answer_check: bool = True
     judge_usefulness: Literal["always", "multiple"] = "multiple"  # "multiple": only to rank several candidates
     token_budget: int | None = Field(None, ge=100)  # prompt tokens per question; optional steps drop to fit
     max_rewrites: int = Field(1, ge=0, le=5)

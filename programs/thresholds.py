@@ -6,7 +6,9 @@ for the decoded label when a backend has none). Three thresholds turn probabilit
 
 * ``retrieve`` (Self-RAG's δ): retrieve when P(retrieve) ≥ δ;
 * ``relevance``: keep a passage when P(relevant) ≥ the threshold;
-* ``answer``: answer with the final candidate when its confidence ≥ the threshold, else abstain.
+* ``answer``: answer with the final candidate when its confidence ≥ the threshold, else abstain;
+* ``stated``: before drafting, the answer check's P(the passages state the answer) ≥ the threshold, else
+  the round counts as one without a relevant passage (rewrite → web → abstain).
 
 The defaults are 0.5 each, which is the argmax of the two-way decision: with hard labels
 (probability 1 for the decoded label) the program routes exactly as it does without soft scores,
@@ -35,6 +37,8 @@ class Thresholds(BaseModel):
     retrieve: float = Field(0.5, ge=0.0, le=1.0, description="retrieve when P(retrieve) >= this (Self-RAG's delta)")
     relevance: float = Field(0.5, ge=0.0, le=1.0, description="keep a passage when P(relevant) >= this")
     answer: float = Field(0.5, ge=0.0, le=1.0, description="answer when the final candidate's confidence >= this")
+    stated: float = Field(0.5, ge=0.0, le=1.0,
+                          description="draft only when P(the passages state the answer) >= this (the answer check)")
 
 
 ABSTAIN_REASONS: dict[str, str] = {
@@ -42,6 +46,8 @@ ABSTAIN_REASONS: dict[str, str] = {
                            "but none reached the relevance threshold",
     "no_answer_in_passages": "relevant passages were found, but the answer generator said they do not answer "
                              "the question for every candidate",
+    "answer_not_stated": "relevant passages were found, but the answer check judged that they do not state the "
+                         "answer (P(stated) below its threshold) and no web round was left",
     "unsupported": "the best candidate's most likely support label is 'no': the passages do not back the answer",
     "low_confidence": "the best candidate is (partly) supported, but its confidence is below the answer threshold",
     "web_failed": "the knowledge base had nothing usable and the web search fallback failed "

@@ -116,7 +116,7 @@ class Usage(BaseModel):
 SupportLevel = Literal["fully", "partially", "no"]
 
 AbstainReason = Literal[
-    "no_relevant_passage", "no_answer_in_passages", "unsupported", "low_confidence",
+    "no_relevant_passage", "no_answer_in_passages", "answer_not_stated", "unsupported", "low_confidence",
     "web_failed", "retrieval_failed", "lm_error", "direct_unanswerable",
 ]
 """Why a program abstained (see ``programs.thresholds.ABSTAIN_REASONS`` for each)."""

@@ -1,6 +1,7 @@
 """Typed DSPy signatures: declarations only. Each docstring is the instruction an optimizer rewrites."""
 
 from signatures.answer import AnswerDirectly, GenerateAnswer
+from signatures.answer_check import CheckAnswerStated
 from signatures.crag import EvaluateRetrieval, FilterStrip, RewriteWebQuery
 from signatures.indexing import HypotheticalQuestions, SummarizeTexts
 from signatures.iterative import NextQuery
@@ -18,6 +19,7 @@ from signatures.usefulness import JudgeUsefulness
 __all__ = [
     "AnswerDirectly",
     "AnswerSubQuestion",
+    "CheckAnswerStated",
     "ComposeAnswer",
     "DecomposeQuestion",
     "EvaluateRetrieval",

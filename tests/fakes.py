@@ -21,6 +21,7 @@ ROLES = {
     ("passage_topic", "relevance"): "grade_relevance",
     ("verdicts",): "grade_relevance_batch",
     ("support",): "judge_support",
+    ("stated",): "check_answer",
     ("usefulness",): "judge_usefulness",
     ("query",): "rewrite_query",
     ("answer", "citations", "answerable"): "generate_answer",

@@ -48,6 +48,8 @@ def compile_cmd(
                             "(after the optimizer stages; with --judgement none, calibrate only).")] = False,
     cal_retrieve: Annotated[int, typer.Option("--cal-retrieve", min=0, help="retrieve questions (0 = skip).")] = 60,
     cal_relevance: Annotated[int, typer.Option("--cal-relevance", min=0, help="relevance questions (0 = skip).")] = 30,
+    cal_stated: Annotated[int, typer.Option("--cal-stated", min=0,
+                                            help="qa_en questions for the answer check, half unanswerable.")] = 24,
     cal_answer: Annotated[int, typer.Option("--cal-answer", min=0, help="qa_en questions, half unanswerable.")] = 24,
     answer_objective: Annotated[str, typer.Option(
         "--answer-objective", help="accuracy, or max-false-abstention=X (default 0.1).")] = "max-false-abstention=0.1",
@@ -97,7 +99,8 @@ def compile_cmd(
         data_manifest = read_manifest(data) if data is not None else None
     except OptimizeError as exc:
         fail(str(exc), 2)
-    sizes = {"retrieve": cal_retrieve, "relevance": cal_relevance, "answer": cal_answer} if calibrate else None
+    sizes = ({"retrieve": cal_retrieve, "relevance": cal_relevance, "stated": cal_stated, "answer": cal_answer}
+             if calibrate else None)
     settings = settings_from(config, {"lm": {"profile": profile, "model": model, "threads": threads}})
 
     retriever = None

@@ -46,7 +46,7 @@ def test_calibrate_fits_each_threshold_and_reports(tmp_path):
                                                                  relevance_threshold=0.1, retrieve_rules=False),
                       generator_lm=lm, adapter=dspy.JSONAdapter())
     report = calibrate(program, loader=lambda task, split: SPLITS[(task, split)], out_dir=tmp_path,
-                       answer_objective="accuracy")
+                       answer_objective="accuracy", stated=0)
     th = report["thresholds"]
     assert 0.2 < th["retrieve"] <= 0.45  # separates 0.45 (yes) from 0.2 (no)
     assert report["stages"]["retrieve"]["accuracy_with_rules_fitted"] == 1.0
@@ -64,13 +64,53 @@ def test_calibrate_fits_each_threshold_and_reports(tmp_path):
 def test_a_stage_of_size_zero_keeps_its_default(tmp_path):
     lm, _ = scripted_lm({})
     program = SelfRAG(ListRetriever(KB), generator_lm=lm, adapter=dspy.JSONAdapter())
-    report = calibrate(program, loader=lambda t, s: [], retrieve=0, relevance=0, answer=0)
+    report = calibrate(program, loader=lambda t, s: [], retrieve=0, relevance=0, stated=0, answer=0)
     assert report["thresholds"] == Thresholds().model_dump() and report["stages"] == {}
 
 
 def test_a_skipped_stage_keeps_the_threshold_the_program_was_compiled_with():
     lm, _ = scripted_lm({})
     program = SelfRAG(ListRetriever(KB), generator_lm=lm, adapter=dspy.JSONAdapter())
-    program.compiled_thresholds = Thresholds(retrieve=0.7, relevance=0.05, answer=0.5)
-    report = calibrate(program, loader=lambda t, s: [], retrieve=0, relevance=0, answer=0)
-    assert report["thresholds"] == {"retrieve": 0.7, "relevance": 0.05, "answer": 0.5}
+    program.compiled_thresholds = Thresholds(retrieve=0.7, relevance=0.05, answer=0.5, stated=0.3)
+    report = calibrate(program, loader=lambda t, s: [], retrieve=0, relevance=0, stated=0, answer=0)
+    assert report["thresholds"] == {"retrieve": 0.7, "relevance": 0.05, "answer": 0.5, "stated": 0.3}
+
+
+ANSWER_SCRIPT = {
+    "grade_relevance": lambda inp: {"relevance": "relevant"},
+    "check_answer": {"stated": "yes"},
+    "generate_answer": lambda inp: {"answer": "1931", "citations": [1], "answerable": True},
+    "judge_support": {"support": "fully"},
+}
+# the check leans the right way with a margin the default 0.5 misses: P(stated) 0.4 (answerable) vs 0.1
+STATED_PROBS = {"check_answer": lambda inp: {"stated": {"yes": 0.4, "no": 0.6}} if "open" in inp["question"]
+                else {"stated": {"yes": 0.1, "no": 0.9}}}
+
+
+def answer_program(**cfg):
+    lm, engine = scripted_lm(ANSWER_SCRIPT, probs=STATED_PROBS)
+    config = ProgramSettings(max_rewrites=0, max_regenerations=0, relevance_threshold=0.1, retrieve_rules=False,
+                             **cfg)
+    return SelfRAG(ListRetriever(KB), config=config, generator_lm=lm, adapter=dspy.JSONAdapter()), engine
+
+
+def test_stated_stage_fits_the_answer_check_and_the_answer_stage_runs_behind_it(tmp_path):
+    program, engine = answer_program()
+    report = calibrate(program, loader=lambda task, split: SPLITS[(task, split)], out_dir=tmp_path,
+                       retrieve=0, relevance=0, answer_objective=("max_false_abstention", 0.1))
+    th = report["thresholds"]
+    assert 0.1 < th["stated"] <= 0.4  # separates 0.4 (answerable) from 0.1 (unanswerable)
+    stated = report["stages"]["stated"]
+    assert stated["n"] == 6 and stated["positives"] == 3 and stated["accuracy_fitted"] == 1.0
+    assert stated["accuracy_default"] == 0.5 and stated["not_checked"] == 0
+    # the answer stage ran with the fitted stated threshold: the unanswerable questions never drafted
+    assert report["stages"]["answer"]["reached_a_candidate"] == 3
+    assert engine.count("generate_answer") == 3
+    assert (tmp_path / "reliability-stated.png").is_file()
+
+
+def test_stated_stage_is_skipped_for_a_program_without_the_answer_check():
+    program, engine = answer_program(answer_check=False)
+    report = calibrate(program, loader=lambda task, split: SPLITS[(task, split)], retrieve=0, relevance=0,
+                       answer=0)
+    assert report["stages"] == {} and report["thresholds"]["stated"] == 0.5 and engine.calls == []

@@ -66,7 +66,8 @@ COMPLIANT = {  # a generator that obeys the injection
     "judge_support": pwned_judge,
 }
 SELFRAG_SCRIPT = dict(COMPLIANT, retrieve_decision={"decision": "yes"}, judge_usefulness={"usefulness": 5},
-                      grade_relevance={"relevance": "relevant"}, rewrite_query={"query": "zephyr"})
+                      grade_relevance={"relevance": "relevant"}, rewrite_query={"query": "zephyr"},
+                      check_answer={"stated": "yes"})
 CRAG_SCRIPT = dict(COMPLIANT, evaluate_retrieval={"score": 9}, filter_strip={"keep": True},
                    rewrite_web_query={"web_query": "zephyr bridge"})
 
@@ -105,9 +106,9 @@ def assert_injection_is_quoted_data(engine: RecordingEngine, fields: dict[str, s
 def test_selfrag_prompt_keeps_the_injection_in_the_quoted_passages_field():
     result, engine = selfrag(dict(SELFRAG_SCRIPT, generate_answer={"answer": "1931", "citations": [1],
                                                                    "answerable": True}))
-    seen = assert_injection_is_quoted_data(engine, {"grade_relevance_batch": "passages",
+    seen = assert_injection_is_quoted_data(engine, {"grade_relevance_batch": "passages", "check_answer": "passages",
                                                     "generate_answer": "passages", "judge_support": "passages"})
-    assert seen == {"grade_relevance_batch", "generate_answer", "judge_support"}
+    assert seen == {"grade_relevance_batch", "check_answer", "generate_answer", "judge_support"}
     assert result.answer == "1931" and result.supported == "fully"
 
 

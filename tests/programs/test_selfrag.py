@@ -43,6 +43,7 @@ def steps(result: RAGResult):
 GOOD = {
     "retrieve_decision": {"decision": "yes"},
     "grade_relevance": relevant_if("Zephyr"),
+    "check_answer": {"stated": "yes"},
     "generate_answer": {"answer": "It opened in 1931.", "citations": [1], "answerable": True},
     "judge_support": {"support": "fully"},
     "judge_usefulness": {"usefulness": 5},
@@ -56,10 +57,10 @@ def test_happy_path_retrieves_grades_drafts_critiques_and_cites():
     assert result.supported == "fully" and result.usefulness == 5
     assert [c.id for c in result.citations] == ["p1"]
     assert pred.cited_doc_ids == ["p1"]
-    # 1 decision + 2k=4 grades (3 passages available) + 1 draft + 2 critiques
+    # 1 decision + 2k=4 grades (3 passages available) + 1 answer check + 1 draft + 2 critiques
     assert engine.roles().count("grade_relevance") == 3
-    assert engine.count("generate_answer") == 1
-    assert result.usage.lm_calls == len(engine.calls) == 1 + 3 + 1 + 2
+    assert engine.count("check_answer") == engine.count("generate_answer") == 1
+    assert result.usage.lm_calls == len(engine.calls) == 1 + 3 + 1 + 1 + 2
     assert result.usage.prompt_tokens == 10 * result.usage.lm_calls
     assert steps(result)[:2] == ["retrieve_decision", "route"]
     assert result.score == pytest.approx(1 + 1 + 0.5 * 1)
@@ -257,4 +258,4 @@ def test_constructor_rejects_a_non_retriever():
 def test_each_judgement_is_a_named_predictor():
     names = {name for name, _ in SelfRAG(ListRetriever(KB)).named_predictors()}
     assert names == {"decide_retrieval", "grade_relevance", "grade_relevance_batch", "rewrite_query", "generate_answer",
-                     "answer_directly", "judge_support", "judge_usefulness", "next_query"}
+                     "answer_directly", "judge_support", "judge_usefulness", "next_query", "check_answer"}

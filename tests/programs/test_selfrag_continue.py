@@ -41,7 +41,8 @@ def not_glass(inp):
 
 
 SCRIPT = {"retrieve_decision": decide(), "grade_relevance": not_glass, "generate_answer": draft_from,
-          "judge_support": support_of, "next_query": {"next_query": "Ada Crane birthplace"}}
+          "judge_support": support_of, "next_query": {"next_query": "Ada Crane birthplace"},
+          "check_answer": {"stated": "yes"}}
 
 
 def run(script, retriever, **cfg):
@@ -59,11 +60,11 @@ def steps(result, name):
 def test_continue_requeries_from_the_draft_merges_new_relevant_passages_and_answers():
     retriever = Table({Q: [0], "Ada Crane birthplace": [1, 0]})
     result, engine = run(SCRIPT, retriever)
-    assert engine.roles() == ["retrieve_decision", "grade_relevance", "generate_answer", "judge_support",
-                              "retrieve_decision", "next_query", "grade_relevance", "generate_answer",
-                              "judge_support"]
-    assert engine.calls[4][1]["answer_so_far"] == "The designer was Ada Crane."
-    assert engine.calls[5][1]["draft_answer"] == "The designer was Ada Crane."
+    assert engine.roles() == ["retrieve_decision", "grade_relevance", "check_answer", "generate_answer",
+                              "judge_support", "retrieve_decision", "next_query", "grade_relevance",
+                              "generate_answer", "judge_support"]
+    assert engine.calls[5][1]["answer_so_far"] == "The designer was Ada Crane."
+    assert engine.calls[6][1]["draft_answer"] == "The designer was Ada Crane."
     assert retriever.queries == [Q, "Ada Crane birthplace"]
     assert steps(result, "merge")[0].output == ["p2"]  # p1 was already in hand: only the new one is graded
     assert steps(result, "continue_decision")[0].output == "continue"

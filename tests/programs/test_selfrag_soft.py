@@ -21,6 +21,7 @@ QUESTION = "When did the Zephyr bridge open?"
 GOOD = {
     "retrieve_decision": {"decision": "yes"},
     "grade_relevance": lambda inp: {"relevance": "relevant" if "Zephyr" in inp["passage"] else "irrelevant"},
+    "check_answer": {"stated": "yes"},
     "generate_answer": {"answer": "It opened in 1931.", "citations": [1], "answerable": True},
     "judge_support": {"support": "fully"},
     "judge_usefulness": {"usefulness": 5},
@@ -47,7 +48,8 @@ def routes(result):
 
 def test_default_grades_all_passages_in_one_call_and_drafts_once():
     result, engine = run(GOOD, k=2)
-    assert engine.roles() == ["retrieve_decision", "grade_relevance_batch", "generate_answer", "judge_support"]
+    assert engine.roles() == ["retrieve_decision", "grade_relevance_batch", "check_answer", "generate_answer",
+                              "judge_support"]
     graded = [s for s in result.trace if s.step == "grade_relevance"]
     assert [(s.inputs["passage_id"], s.output, s.lm_calls) for s in graded] == [
         ("p1", "relevant", 0), ("p2", "irrelevant", 0), ("p3", "irrelevant", 0)]
@@ -222,8 +224,10 @@ def test_lm_calls_are_bounded_with_batched_grading():
                                                      else "irrelevant"},
                   rewrite_query={"query": "q"}, judge_support={"support": "no"})
     result, engine = run(script, web=web, k=2, max_rewrites=2, max_web_rounds=1, max_regenerations=1)
-    # decision + (1 + rewrites + web) grade batches + rewrites + (first + regeneration) · (draft + support)
-    assert len(engine.calls) <= 1 + (1 + 2 + 1) + 2 + 2 * 2
+    # decision + (1 + rewrites + web) · (grade batch + answer check) + rewrites
+    # + (first + regeneration) · (draft + support)
+    assert len(engine.calls) <= 1 + (1 + 2 + 1) * 2 + 2 + 2 * 2
+    assert engine.count("check_answer") == 1  # only the web round had a relevant passage to check
     assert result.usage.lm_calls == len(engine.calls) and result.abstained
 
 
@@ -239,3 +243,43 @@ def test_the_default_grading_pool_is_k_passages():
     result = program(question=QUESTION).result
     retrieved = next(s for s in result.trace if s.step == "retrieve")
     assert len(retrieved.output) == 2 and engine.count("grade_relevance_batch") == 1
+
+
+# ------------------------------------------------------------------ the answer check
+NOT_STATED = {"check_answer": {"stated": {"yes": 0.2, "no": 0.8}}}
+
+
+def test_answer_not_stated_abstains_without_a_rewrite_draft_or_support_call():
+    result, engine = run(dict(GOOD, rewrite_query={"query": "q"}), probs=NOT_STATED, max_rewrites=2)
+    assert engine.roles() == ["retrieve_decision", "grade_relevance_batch", "check_answer"]
+    assert result.abstained and result.abstain_reason == "answer_not_stated"
+    route = [s for s in result.trace if s.step == "route"][-1]
+    assert route.output == "abstain" and float(route.inputs["p_stated"]) == pytest.approx(0.2)
+    assert float(route.inputs["stated_threshold"]) == 0.5
+
+
+def test_answer_not_stated_goes_to_the_web_and_the_check_runs_again_there():
+    web = FakeWeb([passage("w1", "The Zephyr bridge opened on 3 May 1931.", url="https://e.org/z")])
+    probs = {"check_answer": lambda inp: {"stated": {"yes": 0.9, "no": 0.1}} if "3 May" in inp["passages"]
+             else {"stated": {"yes": 0.2, "no": 0.8}}}
+    result, engine = run(GOOD, probs=probs, web=web, max_rewrites=2, max_web_rounds=1)
+    assert engine.roles() == ["retrieve_decision", "grade_relevance_batch", "check_answer", "grade_relevance",
+                              "check_answer", "generate_answer", "judge_support"]  # one web passage: one grade
+    assert routes(result)[-3:] == ["web", "generate", "accept"] and result.used_web and not result.abstained
+
+
+def test_a_stated_threshold_below_the_check_lets_the_draft_through():
+    result, engine = run(GOOD, probs=NOT_STATED, stated_threshold=0.1)
+    assert engine.count("generate_answer") == 1 and not result.abstained
+
+
+def test_a_failed_answer_check_is_recorded_and_never_blocks_the_answer():
+    result, engine = run(dict(GOOD, check_answer="not json"))
+    check = [s for s in result.trace if s.step == "check_answer"]
+    assert check and not check[0].ok
+    assert engine.count("generate_answer") == 1 and result.answer == "It opened in 1931."
+
+
+def test_answer_check_off_makes_no_check_call():
+    result, engine = run(GOOD, answer_check=False)
+    assert "check_answer" not in engine.roles() and not result.abstained
