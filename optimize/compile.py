@@ -206,6 +206,10 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
             for key in ("scores", "stages", "optimizer"):
                 if started.get(key):
                     manifest[key] = started[key]
+        earlier = (read_artifact(start_from)["manifest"].get("calibration") or {}).get("stages") or {}
+        if calibration is not None:  # a stage not re-run keeps its report from the start (its threshold was kept)
+            calibration["stages"] = {**{k: v for k, v in earlier.items() if k not in calibration["stages"]},
+                                     **calibration["stages"]}
     if data_manifest is not None:
         manifest["data"] = {"dir": str(data_dir), **{k: data_manifest.get(k) for k in (
             "format_version", "collection", "qa_file", "qa_sha256", "dataset_hash")}}

@@ -105,6 +105,7 @@ def test_a_repeated_question_is_answered_from_the_cache(tmp_path):
     lm, engine = scripted_lm({
         "retrieve_decision": {"decision": "yes"},
         "grade_relevance": {"relevance": "relevant"},
+        "check_answer": {"stated": "yes"},
         "generate_answer": {"answer": "About 80 km.", "citations": [1], "answerable": True},
         "judge_support": {"support": "fully"},
     })

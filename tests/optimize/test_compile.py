@@ -377,13 +377,24 @@ def test_calibrate_only_starts_from_an_artifact_and_saves_thresholds(tmp_path):
     retriever = ListRetriever([passage("heron", "The Heron range is 80 km on the Eco setting model.")])
     result = compile_program(Settings(), splits_dir=SPLITS, judgements="none", name="cal", out_dir=tmp_path, lms=lms,
                              retriever=retriever, start_from=start.artifact,
-                             calibrate_sizes={"retrieve": 12, "relevance": 4, "answer": 4}, answer_objective="accuracy")
+                             calibrate_sizes={"retrieve": 12, "relevance": 4, "stated": 0, "answer": 4},
+                             answer_objective="accuracy")
     payload = read_artifact(result.artifact)
-    assert set(payload["thresholds"]) == {"retrieve", "relevance", "answer"}
+    assert set(payload["thresholds"]) == {"retrieve", "relevance", "stated", "answer"}
     assert payload["manifest"]["calibration"]["stages"].keys() == {"retrieve", "relevance", "answer"}
     assert payload["manifest"]["started_from"] == str(start.artifact)
     rag = load_state_into(SelfRAG(ListRetriever([])), result.artifact)
     assert len(rag.judge_support.demos) == start_demos and rag.compiled_thresholds is not None
+
+    # calibrating one stage again from that artifact keeps the other stages' reports and thresholds
+    lms, _ = fake_lms(script)
+    again = compile_program(Settings(), splits_dir=SPLITS, judgements="none", name="again", out_dir=tmp_path,
+                            lms=lms, retriever=retriever, start_from=result.artifact,
+                            calibrate_sizes={"retrieve": 0, "relevance": 4, "stated": 0, "answer": 0})
+    calibration = read_artifact(again.artifact)["manifest"]["calibration"]
+    assert calibration["stages"].keys() == {"retrieve", "relevance", "answer"}
+    assert calibration["stages"]["answer"] == payload["manifest"]["calibration"]["stages"]["answer"]
+    assert calibration["thresholds"]["answer"] == payload["thresholds"]["answer"]
 
 
 def test_nothing_to_compile_mentions_calibrate(tmp_path):
