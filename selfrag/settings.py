@@ -69,7 +69,7 @@ class RetrievalSettings(_Section):
     candidates: int = Field(20, ge=1, le=1000)  # depth of each ranking fused by hybrid RRF
     # Retrieve over an index built by `selfrag ingest --index KIND` instead of the chunks themselves:
     # multi-representation (children matched, parent chunks returned) or raptor (the collapsed tree);
-    # ask, search, eval, compile and the service (selfrag.wiring.build_retriever).
+    # ask, search, eval, compile, data derive and the service (selfrag.wiring.build_retriever).
     index: Literal["none", "multi-representation", "raptor"] = "none"
 
 

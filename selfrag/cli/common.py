@@ -41,6 +41,9 @@ ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help=_PROFILE_HE
 ModelOpt = Annotated[Optional[str], typer.Option("--model", help=_MODEL_HELP)]
 ThreadsOpt = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for the in-process model.")]
 CollectionOpt = Annotated[Optional[str], typer.Option("--collection", help="Collection name (default: kb.collection).")]
+IndexOpt = Annotated[Optional[str], typer.Option(
+    "--index", help="Retrieve over an index built by ingest --index: none | multi-representation | raptor "
+                    "(default: retrieval.index).")]
 
 # The same options as default values, for commands not yet written with ``Annotated`` (compile, eval).
 

@@ -6,8 +6,10 @@ datasets; ``data verify`` checks the files against the manifest. Folders come fr
 
 Your own data: ``data check QA.jsonl`` validates a QA file (:mod:`optimize.qa_format`); ``data derive
 QA.jsonl --collection NAME --out DIR`` builds the judgement sets from it with the collection's retriever
-(:mod:`optimize.derive`, written by :mod:`optimize.derived_data`). :func:`open_collection` and
-:func:`collection_catalog` are shared with ``compile --data`` and ``eval --collection``.
+(``wiring.build_retriever``: the chunks, or the index in ``retrieval.index`` / ``--index``, as ``ask``
+and ``eval`` retrieve; :mod:`optimize.derive`, written by :mod:`optimize.derived_data`).
+:func:`open_collection` and :func:`collection_catalog` are shared with ``compile --data`` and ``eval
+--collection``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import typer
 from rich.table import Table
 
 from selfrag import paths
-from selfrag.cli.common import ConfigOpt, console, fail, settings_from
+from selfrag.cli.common import ConfigOpt, IndexOpt, console, fail, settings_from
 
 if TYPE_CHECKING:  # pragma: no cover
     from selfrag.kb.knowledge_base import KnowledgeBase
@@ -145,6 +147,7 @@ def derive(
     collection: Annotated[str, typer.Option("--collection", help="The collection the questions are about.")],
     out: Annotated[Path, typer.Option("--out", help="The derived data folder to write (replaced if it is one).")],
     k: Annotated[int, typer.Option("--k", min=2, help="Passages retrieved per question (hard-negative pool).")] = 8,
+    index: IndexOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Derive labelled sets for every judgement and the answer from QA pairs and their collection."""
@@ -155,17 +158,19 @@ def derive(
     from optimize.records import MAX_PASSAGE_CHARS
     from optimize.sources import RETRIEVE_FILE, read_retrieve_file
     from optimize.splits import sha256_hex
+    from selfrag import wiring
 
-    settings = settings_from(config, {})
+    settings = settings_from(config, {"retrieval": {"index": index}})
     try:
         items = load_qa_file(qa_file, need_answerable=True)
     except OptimizeError as exc:
         fail(str(exc), 2)
     kb = open_collection(settings, collection)
+    retriever = wiring.build_retriever(settings, kb)  # no such index: one line, exit 2, nothing written
     try:
         with console.status(f"Deriving labelled sets from {len(items)} questions over {collection!r}…",
                             spinner="dots"):
-            derived = derive_records(items, kb.retriever(), collection_catalog(kb),
+            derived = derive_records(items, retriever, collection_catalog(kb),
                                      read_retrieve_file(paths.data_dir() / RETRIEVE_FILE), k=k,
                                      collection=f"collection {collection!r}")
             meta = {"collection": collection, "qa_file": str(qa_file), "qa_sha256": sha256_hex(qa_file.read_bytes()),
@@ -175,7 +180,8 @@ def derive(
             manifest = write_derived(derived, out, meta)
     except OptimizeError as exc:
         fail(str(exc), 2)
-    table = Table(title=f"derived from {qa_file} over {collection!r} → {out}")
+    over = "" if settings.retrieval.index == "none" else f" ({settings.retrieval.index} index)"
+    table = Table(title=f"derived from {qa_file} over {collection!r}{over} → {out}")
     for col in ("task", "train", "dev", "made by"):
         table.add_column(col)
     for task, per in manifest["counts"].items():

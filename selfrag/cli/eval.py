@@ -15,8 +15,8 @@ from typing import Annotated, Optional
 import typer
 
 from selfrag import paths
-from selfrag.cli.common import (ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, clean, console, err_console, fail, plain,
-                                quiet_libraries, settings_from)
+from selfrag.cli.common import (ConfigOpt, IndexOpt, ModelOpt, ProfileOpt, ThreadsOpt, clean, console,
+                                err_console, fail, plain, quiet_libraries, settings_from)
 from selfrag.errors import SelfRAGError
 
 DEFAULT_PROGRAMS = "selfrag,vanilla-rag,no-retrieval,graded-rag"
@@ -43,9 +43,7 @@ def eval_command(
     model: ModelOpt = None,
     threads: ThreadsOpt = None,
     web: Annotated[Optional[str], typer.Option("--web", help="Web fallback: none | tavily | offline.")] = None,
-    index: Annotated[Optional[str], typer.Option(
-        "--index", help="Answer over an index built by ingest --index: none | multi-representation | raptor "
-                        "(default: retrieval.index).")] = None,
+    index: IndexOpt = None,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Refuse a compiled artifact whose content does not match its recorded hash.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from selfrag.cli.common import (CollectionOpt, ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, decoded,
-                                err_console, fail, plain, quiet_libraries, settings_from)
+from selfrag.cli.common import (CollectionOpt, ConfigOpt, IndexOpt, ModelOpt, ProfileOpt, ThreadsOpt, console,
+                                decoded, err_console, fail, plain, quiet_libraries, settings_from)
 
 if TYPE_CHECKING:  # pragma: no cover
     from selfrag.kb.indexes import IndexReport
@@ -226,9 +226,7 @@ def search(
     collection: CollectionOpt = None,
     where: Annotated[Optional[str], typer.Option(
         "--where", help='Metadata filter as JSON, e.g. \'{"language": "zh"}\'.')] = None,
-    index: Annotated[Optional[str], typer.Option(
-        "--index", help="Search an index built by ingest --index: none | multi-representation | raptor "
-                        "(default: retrieval.index).")] = None,
+    index: IndexOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Search the knowledge base (or one of its indexes)."""

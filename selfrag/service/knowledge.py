@@ -3,7 +3,7 @@
 One program is wired per process; its retriever is a :class:`CollectionRetriever`, which reads the
 collection of the question being answered — and that collection's retriever, resolved once per
 question by ``retriever_of`` (``selfrag.wiring.build_retriever``: the chunks, or the index in
-``retrieval.index``) — from a context variable (set around the program run, and followed by the
+``retrieval.index``; ``/v1/search`` goes through it too) — from a context variable (set around the program run, and followed by the
 program's worker threads). Knowledge bases are opened once per collection and share one embedder.
 
 Several workers may share one Chroma server. Each keeps its own BM25 index of a collection, so before
@@ -37,9 +37,10 @@ class Collections:
     """Opens and caches one :class:`KnowledgeBase` per collection (same location, one embedder)."""
 
     def __init__(self, kb: KBSettings, retrieval: RetrievalSettings, embedder: Any = None,
-                 retriever_of: Callable[[KnowledgeBase], Any] | None = None):
-        """``retriever_of``: a knowledge base → the retriever questions over it use (default: its own;
-        raises ValueError, e.g. :class:`~selfrag.errors.InputError`, when it cannot be built)."""
+                 retriever_of: Callable[[KnowledgeBase, str | None], Any] | None = None):
+        """``retriever_of(kb, mode)``: the retriever questions and searches over a knowledge base use
+        (``mode``: dense | bm25 | hybrid, None for ``retrieval.mode``; default: the KB's own; raises
+        ValueError, e.g. :class:`~selfrag.errors.InputError`, when it cannot be built)."""
         from selfrag.kb.embedder import make_embedder
 
         self.kb_settings = kb
@@ -48,7 +49,7 @@ class Collections:
         if embedder is None and kb.embedding_model != AUTO_EMBEDDER:  # auto: each collection its own
             embedder = make_embedder(kb.embedding_model, kb.embed_batch_size)
         self.embedder = embedder
-        self.retriever_of = retriever_of or (lambda kb: kb.retriever())
+        self.retriever_of = retriever_of or (lambda kb, mode=None: kb.retriever(mode))
         self._kbs: dict[str, KnowledgeBase] = {}
         self._locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
@@ -101,12 +102,13 @@ class Collections:
         kb = self.get(name)
         kb._invalidate()  # KnowledgeBase's own consistency check: a fingerprint of every id, rebuilt if stale
 
-    def answering_retriever(self, name: str | None = None) -> Any:
-        """The retriever questions over ``name`` use (``retriever_of``): ``collection_not_found`` for
-        an unknown collection, ``index_not_found`` when ``retrieval.index`` names an index it lacks."""
+    def answering_retriever(self, name: str | None = None, mode: str | None = None) -> Any:
+        """The retriever questions and searches over ``name`` use (``retriever_of``, in ``mode``):
+        ``collection_not_found`` for an unknown collection, ``index_not_found`` when
+        ``retrieval.index`` names an index it lacks."""
         kb = self.get(name)
         try:
-            return self.retriever_of(kb)
+            return self.retriever_of(kb, mode)
         except ValueError as exc:
             raise ServiceError("index_not_found", str(exc)) from None
 

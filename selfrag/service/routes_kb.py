@@ -26,6 +26,8 @@ def _state(request: Request):
 
 @router.post("/search", response_model=SearchResponse)
 async def search(body: SearchRequest, request: Request) -> SearchResponse:
+    """Retrieve from a collection as its questions do: over ``retrieval.index`` when one is set
+    (``index_not_found`` when the collection lacks it), else over its chunks."""
     state = _state(request)
     collections = state.runtime.collections
     limit = state.settings.max_top_k
@@ -40,12 +42,13 @@ async def search(body: SearchRequest, request: Request) -> SearchResponse:
         kb = collections.get(body.collection)
         collections.refresh(kb.name)
         mode = body.mode or kb.retrieval.mode
+        retriever = collections.answering_retriever(kb.name, mode)  # retrieval.index, as questions use
         with collections.lock(kb.name):
-            return kb.name, mode, kb.retrieve(body.query, k=min(body.k or kb.retrieval.k, limit),
-                                              filters=body.filters, mode=mode)
+            return kb.name, mode, retriever.retrieve(body.query, k=min(body.k or kb.retrieval.k, limit),
+                                                     filters=body.filters)
 
     name, mode, passages = await run_in_threadpool(run)
-    return SearchResponse(collection=name, mode=mode, passages=passages)
+    return SearchResponse(collection=name, mode=mode, index=collections.retrieval.index, passages=passages)
 
 
 @router.get("/collections", response_model=CollectionsResponse)

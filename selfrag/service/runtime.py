@@ -50,12 +50,13 @@ def warm_up(runtime: ServiceRuntime) -> None:
 
 def build_service_runtime(settings: "Settings", service: "ServiceSettings") -> ServiceRuntime:
     """Knowledge base, LMs, web and program from ``settings``; the demo corpus when the default
-    collection is empty (``service.demo_corpus``); model weights loaded. Each question retrieves from
-    its collection through :func:`selfrag.wiring.build_retriever` (over ``retrieval.index`` when set)."""
+    collection is empty (``service.demo_corpus``); model weights loaded. Each question and search
+    retrieves from its collection through :func:`selfrag.wiring.build_retriever` (over
+    ``retrieval.index`` when set)."""
     from selfrag.wiring import build_retriever, build_runtime, ensure_demo_corpus
 
-    collections = Collections(settings.kb, settings.retrieval,
-                              retriever_of=lambda kb: build_retriever(settings, kb))  # retrieval.index too
+    collections = Collections(settings.kb, settings.retrieval,  # questions and /v1/search: retrieval.index too
+                              retriever_of=lambda kb, mode=None: build_retriever(settings, kb, mode))
     runtime = build_runtime(settings, retriever=collections.retriever())
     if service.demo_corpus:
         if ensure_demo_corpus(collections.get(create=True)):

@@ -29,6 +29,7 @@ class SearchRequest(_Body):
 class SearchResponse(BaseModel):
     collection: str
     mode: str
+    index: str = "none"  # retrieval.index: the index searched (none: the chunks)
     passages: list[Passage]
 
 

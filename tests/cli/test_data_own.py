@@ -1,6 +1,6 @@
 """Your own data through the command line (CliRunner, hashing embedder, scripted LMs): `data check`,
-`data derive`, `compile --data --teacher`, `eval --dataset DIR --collection`, and each bad input as one
-line and a non-zero exit with nothing half-written."""
+`data derive` (over the chunks or `--index` / retrieval.index), `compile --data --teacher`, `eval --dataset
+DIR --collection`, and each bad input as one line and a non-zero exit with nothing half-written."""
 
 import json
 
@@ -189,3 +189,38 @@ def test_eval_bad_collections_are_one_line_errors(derived, monkeypatch):
     refused = runner.invoke(app, ["eval", "--dataset", str(bad), "--collection", "toy", "--reports", "rep"])
     assert refused.exit_code == 2 and "line 1: missing 'answers'" in one_line(refused)
     assert engine.calls == []
+
+
+def summarise(texts):
+    """A summary node about every page that answers none of the questions: a hard negative only the
+    RAPTOR index holds."""
+    return "Summary: who, when and what of the Zephyr bridge, the Oda trout, Acme and the Leeds market hall."
+
+
+def test_derive_retrieves_over_retrieval_index_and_refuses_a_missing_one(home, monkeypatch):
+    args = ["data", "derive", "qa.jsonl", "--collection", "toy", "--out", "derived"]
+    missing = runner.invoke(app, [*args, "--index", "raptor"])
+    assert missing.exit_code == 2
+    assert missing.stderr.strip() == ("error: retrieval.index = 'raptor': no raptor index for collection "
+                                      "'toy': run selfrag ingest --index raptor --collection toy first")
+    monkeypatch.setenv("SELFRAG_RETRIEVAL__INDEX", "raptor")
+    assert runner.invoke(app, args).stderr == missing.stderr  # from the environment too: the same line
+    assert not (home / "derived").exists() and not [p for p in home.iterdir() if p.name.startswith(".der")]
+
+    from selfrag.kb.indexes import build_index
+    from tests.optimize.user_data import hash_kb
+
+    build_index(hash_kb(home), "raptor", summarise=summarise, progress=False)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((home / "derived" / "manifest.json").read_text())
+    assert manifest["params"]["retrieval"]["index"] == "raptor"
+    assert "raptor:toy" in relevance_sources(home / "derived")  # RAPTOR's summary node, a hard negative
+    plain = runner.invoke(app, [*args[:-1], "plain", "--index", "none"])  # the flag wins over the environment
+    assert plain.exit_code == 0, plain.output
+    assert "raptor:toy" not in relevance_sources(home / "plain")
+
+
+def relevance_sources(folder) -> set[str]:
+    return {json.loads(line)["provenance"]["source"] for split in ("train", "dev")
+            for line in (folder / "relevance" / f"{split}.jsonl").read_text().splitlines()}

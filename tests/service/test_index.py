@@ -1,6 +1,6 @@
 """The service wired from settings retrieves over ``retrieval.index`` (through ``selfrag.wiring.build_retriever``,
-as ``selfrag ask`` does): refused at start-up when the default collection lacks it, ``index_not_found``
-for a question over another collection without it."""
+as ``selfrag ask`` does), for questions and ``/v1/search`` alike: refused at start-up when the default
+collection lacks it, ``index_not_found`` for a question or search over another collection without it."""
 
 import dspy
 import pytest
@@ -21,15 +21,22 @@ def summarise(texts):
     return "Summary of " + "; ".join(texts)
 
 
-def test_the_service_answers_over_retrieval_index_and_refuses_a_missing_one(tmp_path, monkeypatch):
+def raptor_settings(tmp_path, monkeypatch):
+    """Settings with ``retrieval.index = raptor`` over collection 'docs' (holding DOCS, no index yet),
+    the scripted engine behind the LMs, and that knowledge base."""
     monkeypatch.chdir(tmp_path)
     lm, engine = scripted_lm(dict(GOOD))
     monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
     settings = Settings(kb={"path": str(tmp_path / "kb"), "embedding_model": "hash", "collection": "docs"},
                         retrieval={"index": "raptor"}, program={"k": 3})
-    service = ServiceSettings(demo_corpus=False)
     kb = build_knowledge_base(settings)
     kb.add_documents(DOCS)
+    return settings, engine, kb
+
+
+def test_the_service_answers_over_retrieval_index_and_refuses_a_missing_one(tmp_path, monkeypatch):
+    settings, engine, kb = raptor_settings(tmp_path, monkeypatch)
+    service = ServiceSettings(demo_corpus=False)
     with pytest.raises(InputError, match="no raptor index for collection 'docs': run selfrag ingest --index raptor"):
         build_service_runtime(settings, service)  # the line `selfrag serve` exits 2 with, as ask does
 
@@ -46,3 +53,24 @@ def test_the_service_answers_over_retrieval_index_and_refuses_a_missing_one(tmp_
         assert r.status_code == 404 and r.json()["error"]["code"] == "index_not_found"
         assert "no raptor index for collection 'plain'" in r.json()["error"]["message"]
         assert len(engine.calls) == calls  # refused before the question was queued
+
+
+def test_search_goes_over_retrieval_index_and_refuses_a_collection_without_it(tmp_path, monkeypatch):
+    settings, engine, kb = raptor_settings(tmp_path, monkeypatch)
+    build_index(kb, "raptor", summarise=summarise, progress=False)
+    service = ServiceSettings(demo_corpus=False)
+    runtime = build_service_runtime(settings, service)
+    runtime.collections.get("plain", create=True).add_documents(DOCS[:1])  # a collection without the index
+    with TestClient(create_app(runtime, service)) as client:
+        r = client.post("/v1/search", json={"query": "Zephyr bridge river Oda", "k": 5})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert (body["collection"], body["index"]) == ("docs", "raptor")
+        assert any(p["text"].startswith("Summary of") for p in body["passages"])  # RAPTOR's summary nodes
+        bm25 = client.post("/v1/search", json={"query": "Zephyr bridge river Oda", "k": 5, "mode": "bm25"})
+        assert bm25.status_code == 200 and bm25.json()["mode"] == "bm25"
+        assert any(p["text"].startswith("Summary of") for p in bm25.json()["passages"])  # the index, in that mode
+        r = client.post("/v1/search", json={"query": "Zephyr bridge", "collection": "plain"})
+        assert r.status_code == 404 and r.json()["error"]["code"] == "index_not_found"
+        assert "no raptor index for collection 'plain'" in r.json()["error"]["message"]
+    assert engine.calls == []  # searching calls no LM
