@@ -139,6 +139,14 @@ class Settings(BaseSettings):
     service: ServiceSettings = Field(default_factory=ServiceSettings)
     program_path: Path | None = None  # a compiled artifact to load; None = the shipped default if any
 
+    @model_validator(mode="after")
+    def _rerank_judge_needs_logprobs(self) -> "Settings":
+        if self.program.rerank == "judge" and not self.lm.logprobs:
+            raise ValueError("program.rerank = 'judge' scores with the relevance judge's token log-probabilities, "
+                             "but lm.logprobs is false: set lm.logprobs = true, or program.rerank = 'auto' or "
+                             "'listwise'")
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,

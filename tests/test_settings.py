@@ -111,3 +111,13 @@ def test_plain_settings_reads_the_same_file_as_resolve(workdir, tmp_path, monkey
     (tmp_path / "env.toml").write_text('[kb]\ncollection = "from-env-file"\n')
     monkeypatch.setenv("SELFRAG_CONFIG", str(tmp_path / "env.toml"))
     assert Settings().kb.collection == resolve().kb.collection == "from-env-file"
+
+
+def test_rerank_judge_without_logprobs_is_one_config_error_naming_both_keys(workdir, monkeypatch):
+    monkeypatch.setenv("SELFRAG_PROGRAM__RERANK", "judge")
+    with pytest.raises(ConfigError) as err:
+        resolve({"lm": {"logprobs": False}})
+    message = str(err.value)
+    assert "\n" not in message and "program.rerank" in message and "lm.logprobs" in message
+    assert resolve({"lm": {"logprobs": True}}).program.rerank == "judge"
+    assert resolve({"lm": {"logprobs": False}, "program": {"rerank": "auto"}}).program.rerank == "auto"
