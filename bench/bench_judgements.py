@@ -47,38 +47,22 @@ def macro_f1(confusion: dict[str, int], collapse=lambda label: label) -> float |
 
 
 def main() -> None:
-    from selfrag.paths import offline_environment
+    from judge_program import add_model_args, judge_program
 
-    offline_environment()
+    ap = argparse.ArgumentParser()
+    add_model_args(ap)
+    ap.add_argument("--languages", default="en,zh")
+    ap.add_argument("--judgements", default="retrieve,relevance,support,usefulness")
+    ap.add_argument("--limit", type=int, default=30, help="dev examples per judgement and language (seeded sample)")
+    args = ap.parse_args()
+    program = judge_program(args)
     import dspy
 
     from optimize.dev_score import score_on_dev
     from optimize.judgements import JUDGEMENTS, JudgementModule, sample_split
     from optimize.splits import language_loader, load_split
-    from programs.artifacts import load_state_into
-    from programs.selfrag import SelfRAG
-    from selfrag import paths, wiring
-    from selfrag.settings import resolve
+    from selfrag import paths
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--profile", default="local")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--program", default=str(paths.default_artifact()))
-    ap.add_argument("--languages", default="en,zh")
-    ap.add_argument("--judgements", default=",".join(JUDGEMENTS))
-    ap.add_argument("--limit", type=int, default=30, help="dev examples per judgement and language (seeded sample)")
-    args = ap.parse_args()
-    settings = resolve({"lm": {"profile": args.profile, "threads": args.threads}})
-    generator, critic, adapter = wiring.build_lms(settings)
-
-    class NoRetriever:
-        def retrieve(self, query, k=5, filters=None):
-            return []
-
-    program = SelfRAG(NoRetriever(), config=settings.program, generator_lm=generator, critic_lm=critic,
-                      adapter=adapter)
-    if args.program:
-        load_state_into(program, args.program)
     table = Table(title=f"judgements on their dev splits ({args.profile}, {args.program or 'uncompiled'})")
     for col in ("judgement", "lang", "n", "accuracy", "macro F1", "errors", "s", "gold->predicted"):
         table.add_column(col, justify="left" if col in ("judgement", "lang", "gold->predicted") else "right")
@@ -88,7 +72,7 @@ def main() -> None:
         for language in [x.strip() for x in args.languages.split(",") if x.strip()]:
             devset = sample_split(spec.task, "dev", args.limit, language_loader(base, language))
             module = JudgementModule(spec.predictor, getattr(program, spec.predictor).deepcopy())
-            with dspy.context(lm=critic or generator, adapter=adapter):
+            with dspy.context(lm=program.critic_lm, adapter=program.adapter):
                 score = score_on_dev(module, devset, spec.metric, label=spec.label)
             f1 = macro_f1(score.confusion, side if name == "usefulness" else (lambda label: label))
             table.add_row(name, language, str(score.n), f"{score.score:.3f}", "-" if f1 is None else f"{f1:.3f}",

@@ -17,32 +17,17 @@ from rich.table import Table
 
 
 def main() -> None:
-    from selfrag.paths import offline_environment
-
-    offline_environment()
-    from optimize.splits import load_split
-    from programs.artifacts import load_state_into
-    from programs.selfrag import SelfRAG
-    from selfrag import paths, wiring
-    from selfrag.settings import resolve
+    from judge_program import add_model_args, judge_program
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--profile", default="local")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--program", default=str(paths.default_artifact()))
+    add_model_args(ap)
     ap.add_argument("--split", default="dev")
     ap.add_argument("--limit", type=int, default=None)
     args = ap.parse_args()
-    settings = resolve({"lm": {"profile": args.profile, "threads": args.threads}})
-    generator, critic, adapter = wiring.build_lms(settings)
+    program = judge_program(args)
+    from optimize.splits import load_split
+    from selfrag import paths
 
-    class NoRetriever:
-        def retrieve(self, query, k=5, filters=None):
-            return []
-
-    program = SelfRAG(NoRetriever(), config=settings.program, generator_lm=generator, critic_lm=critic, adapter=adapter)
-    if args.program:
-        load_state_into(program, args.program)
     examples = load_split("retrieve", args.split, paths.splits_dir())[: args.limit]
     delta = program.thresholds.retrieve
     right = skipped_no = n_no = wrong_skip = by_rule = calls = tokens = 0
