@@ -5,7 +5,8 @@ given, builds each program of the list from the registry (:mod:`programs.registr
 ``compiled:PATH`` entry gets the artifact's state), runs them into ``<reports>/<run-id>/results.jsonl``
 (:mod:`optimize.eval_runs`, resuming an interrupted run), and writes ``summary.json``, ``summary.md``
 and the plot (:mod:`optimize.eval_summary`, :mod:`optimize.eval_reports`). The command line
-(``selfrag eval``) builds the LMs, the web search and the knowledge-base factory through
+(``selfrag eval``) builds the LMs, the web search, the knowledge-base factory, the retriever and a
+strategy program's components (``components_of``: what ``selfrag ask`` builds it with) through
 ``selfrag.wiring`` and passes the datasets and splits folders.
 """
 
