@@ -5,7 +5,8 @@ given, builds each program of the list from the registry (:mod:`programs.registr
 ``compiled:PATH`` entry gets the artifact's state), runs them into ``<reports>/<run-id>/results.jsonl``
 (:mod:`optimize.eval_runs`, resuming an interrupted run), and writes ``summary.json``, ``summary.md``
 and the plot (:mod:`optimize.eval_summary`, :mod:`optimize.eval_reports`). The command line
-(``selfrag eval``) builds the LMs, the web search and the knowledge-base factory through
+(``selfrag eval``) builds the LMs, the web search, the knowledge-base factory, the retriever and a
+strategy program's components (``components_of``: what ``selfrag ask`` builds it with) through
 ``selfrag.wiring`` and passes the datasets and splits folders.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +43,20 @@ SUMMARY_PROGRAM_SETTINGS = ("k", "max_candidates", "max_rewrites", "max_web_roun
 
 def build_program(spec: ProgramSpec, retriever: Any, *, web_search: Any = None, config: Any = None,
                   generator_lm: Any = None, critic_lm: Any = None, adapter: Any = None,
-                  logprobs: bool = False, strict: bool = False) -> dspy.Module:
+                  logprobs: bool = False, components: Mapping[str, Any] | None = None,
+                  strict: bool = False) -> dspy.Module:
     """The program of one registry entry; a ``compiled:PATH`` entry gets the artifact's state loaded
     (raises :class:`programs.artifacts.ArtifactError` for an unusable artifact; ``strict``: also for
-    one whose content hash does not match). ``logprobs`` (``lm.logprobs``) goes to a program with
-    retrieval strategies: its rerank ``judge`` / ``auto`` then scores with its own relevance judgement."""
-    extra = {"logprobs": logprobs} if issubclass(spec.cls, StrategyRetrieval) else {}
-    program = spec.cls(retriever, web_search=web_search, config=config, generator_lm=generator_lm,
-                       critic_lm=critic_lm, adapter=adapter, **extra)
+    one whose content hash does not match). A program with retrieval strategies (``StrategyRetrieval``)
+    also gets ``logprobs`` (``lm.logprobs``: its rerank ``judge`` / ``auto`` then scores with its own
+    relevance judgement) and ``components`` (what its settings need, e.g. ``metadata_schema`` for
+    ``self_query``; a ``retriever`` there replaces ``retriever``, e.g. one over routed collections);
+    other programs are built from ``retriever`` alone."""
+    extra: dict[str, Any] = {"retriever": retriever}
+    if issubclass(spec.cls, StrategyRetrieval):
+        extra.update({**(components or {}), "logprobs": logprobs})
+    program = spec.cls(web_search=web_search, config=config, generator_lm=generator_lm, critic_lm=critic_lm,
+                       adapter=adapter, **extra)
     if spec.artifact is not None:
         load_state_into(program, spec.artifact, strict=strict)
     return program
@@ -135,7 +142,8 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
              reporter: Reporter | None = None, ingest_progress: bool = False, strict: bool = False,
              on_row: Callable[[dict[str, Any]], None] | None = None,
              collection: str | None = None,
-             retriever_of: Callable[[Any], Any] | None = None) -> tuple[Path, dict[str, Any]]:
+             retriever_of: Callable[[Any], Any] | None = None,
+             components_of: Callable[[Any, Any], Mapping[str, Any]] | None = None) -> tuple[Path, dict[str, Any]]:
     """Run ``programs`` on ``dataset`` (resuming ``run_id`` when its folder exists: the examples are the
     ones the run started with) and write the reports. Returns ``(out_dir, summary)``.
 
@@ -157,8 +165,16 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
         retriever_of: knowledge base → the retriever the programs answer from (``selfrag eval`` passes
             ``selfrag.wiring.build_retriever``: the chunks, or the index in ``retrieval.index``);
             None = the knowledge base's own retriever.
+        components_of: (knowledge base, its retriever) → the components a program with retrieval
+            strategies takes (:func:`build_program`; ``selfrag eval`` passes
+            ``selfrag.wiring.strategy_components``, what ``selfrag ask`` builds it with: the metadata
+            schema for ``self_query``, the described collections for ``route_collections``); called
+            once, when such a program is in the list. None = those programs get the retriever only.
 
-    Every program is built (its artifact checked) before the run's folder or the knowledge base is written.
+    Every program is built (its artifact checked) before the run's folder or the knowledge base is
+    written, but one with retrieval strategies when ``components_of`` is given: its components are read
+    from the collection (its metadata schema), so it is built once the corpus is in it, still before the
+    run's folder is written.
     """
     labels = [spec.label for spec in programs]
     run_id = check_run_id(run_id) if run_id is not None else new_run_id()
@@ -176,15 +192,23 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
         kb = knowledge_base(f"eval-{corpus}")
     retriever = retriever_of(kb) if retriever_of is not None else kb.retriever()
     generator, critic, adapter = lms
-    built = {spec.label: build_program(spec, retriever, web_search=web_search, config=settings.program,
-                                       generator_lm=generator, critic_lm=critic, adapter=adapter,
-                                       logprobs=settings.lm.logprobs, strict=strict)
-             for spec in programs}
+
+    def build(spec: ProgramSpec, components: Mapping[str, Any] | None = None) -> dspy.Module:
+        return build_program(spec, retriever, web_search=web_search, config=settings.program, generator_lm=generator,
+                             critic_lm=critic, adapter=adapter, logprobs=settings.lm.logprobs,
+                             components=components, strict=strict)
+
+    later = [s for s in programs if components_of is not None and issubclass(s.cls, StrategyRetrieval)]
+    built = {spec.label: build(spec) for spec in programs if spec not in later}
+    added = 0 if corpus is None else ensure_corpus(kb, sources.corpus_documents(corpus, Path(datasets_dir)),
+                                                   progress=ingest_progress)
+    if later:
+        components = components_of(kb, retriever)
+        built.update({spec.label: build(spec, components) for spec in later})
+        built = {label: built[label] for label in labels}
 
     out_dir.mkdir(parents=True, exist_ok=True)
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    added = 0 if corpus is None else ensure_corpus(kb, sources.corpus_documents(corpus, Path(datasets_dir)),
-                                                   progress=ingest_progress)
     support_task = "support_zh" if (corpus or "").startswith("cmrc") else "support"
     support_examples = load_split(support_task, "dev", splits_dir)[:support_limit] if support_limit else []
     judge = SemanticF1Judge(critic or generator, adapter) if semantic_f1 else None

@@ -80,18 +80,20 @@ def build_indexes(settings: Settings, kb: KnowledgeBase, kinds: list[str], *,
     return reports
 
 
-def _strategy_components(settings: Settings, kb: KnowledgeBase, retriever: Any) -> dict[str, Any]:
-    """What a ``StrategyRetrieval`` program's settings need besides its retriever: the other described
-    collections for ``route_collections``, the metadata schema for ``self_query``."""
+def strategy_components(settings: Settings, kb: KnowledgeBase, retriever: Any) -> dict[str, Any]:
+    """The constructor components of a ``StrategyRetrieval`` program answering from ``kb`` through
+    ``retriever`` (:func:`build_retriever`): ``retriever`` (for ``route_collections`` one over ``kb`` and
+    the other described collections) and, for ``self_query``, ``metadata_schema``. The one place both
+    ``build_runtime`` (ask, the service) and ``selfrag eval`` get them from."""
     from selfrag.kb.factory import describe_collections
-    from selfrag.kb.strategy_components import strategy_components
+    from selfrag.kb.strategy_components import strategy_components as _components
 
     others = []
     if settings.program.route_collections:
         others = [build_knowledge_base(settings, collection=c.name, embedder=kb.embedder)
                   for c in describe_collections(settings.kb)
                   if c.description and c.name not in (kb.name, settings.web.offline_collection)]
-    return strategy_components(kb, settings.program, others, retriever=retriever)
+    return _components(kb, settings.program, others, retriever=retriever)
 
 
 def build_web(settings: Settings, embedder: Any = None) -> WebSearch | None:
@@ -204,7 +206,7 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
     components: dict[str, Any] = {"retriever": retriever if retriever_was_given else build_retriever(settings, kb)}
     if issubclass(cls, StrategyRetrieval):
         if not retriever_was_given:
-            components = _strategy_components(settings, kb, components["retriever"])
+            components = strategy_components(settings, kb, components["retriever"])
         components["logprobs"] = settings.lm.logprobs  # rerank judge / auto: the program's own relevance judgement
     generator, critic, adapter = lms if lms is not None else build_lms(settings)
     try:

@@ -1,7 +1,8 @@
 """``selfrag eval``: run SelfRAG and baselines on the same dev questions and write a report.
 
-The composition root of an evaluation: settings → LMs, web search, a knowledge-base factory and
-the retriever (``wiring.build_retriever``: the chunks, or the index in ``retrieval.index``) through
+The composition root of an evaluation: settings → LMs, web search, a knowledge-base factory, the
+retriever (``wiring.build_retriever``: the chunks, or the index in ``retrieval.index``) and a strategy
+program's components (``wiring.strategy_components``, as ``selfrag ask`` builds it) through
 :mod:`selfrag.wiring`, folders from :mod:`selfrag.paths`, the program list through
 :mod:`programs.registry`, handed to :func:`optimize.evaluate.evaluate`.
 """
@@ -101,7 +102,8 @@ def eval_command(
                 datasets_dir=paths.datasets_dir(), splits_dir=paths.splits_dir(), limit=limit, run_id=run_id,
                 reports_dir=reports, support_limit=support_limit, semantic_f1=semantic_f1,
                 reporter=reporter, ingest_progress=not quiet, strict=strict, collection=collection,
-                retriever_of=lambda kb: wiring.build_retriever(settings, kb))
+                retriever_of=lambda kb: wiring.build_retriever(settings, kb),
+                components_of=lambda kb, retriever: wiring.strategy_components(settings, kb, retriever))
     except (OptimizeError, ArtifactError) as exc:
         fail(str(exc), 2)
     except SelfRAGError as exc:

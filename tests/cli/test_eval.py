@@ -101,3 +101,27 @@ def test_cli_eval_answers_over_the_index_in_retrieval_index(hash_kb_settings, tm
     assert plain.exit_code == 0, plain.output
     assert not any("Summary of" in inputs["passages"] for role, inputs in engine.calls[calls:]
                    if role == "generate_answer")
+
+
+def test_cli_eval_builds_a_strategy_program_as_ask_does(hash_kb_settings, tmp_path, monkeypatch):
+    from optimize.eval_runs import RESULTS, read_results
+    from tests.optimize.test_evaluate import dated_corpus
+    from selfrag.wiring import build_knowledge_base
+
+    build_knowledge_base(hash_kb_settings, collection="own").add_documents(dated_corpus("own", tmp_path))
+    script = {**SCRIPT, "extract_filters": {"filters": [{"field": "year", "op": "eq", "value": 1931}]},
+              "next_query": {"next_query": "Zephyr bridge opening"}}
+    lm, engine = scripted_lm(script)
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
+    monkeypatch.setenv("SELFRAG_PROGRAM__SELF_QUERY", "true")
+    data = write_dataset(tmp_path / "five.jsonl")
+    result = runner.invoke(app, ["eval", "--dataset", str(data), "--collection", "own", "--programs",
+                                 "iterative,vanilla-rag", "--run-id", "sq", "--reports", str(tmp_path / "rep"), "-q"])
+    assert result.exit_code == 0, result.output
+    rows = read_results(tmp_path / "rep" / "sq" / RESULTS)
+    filters = {"iterative": [], "vanilla-rag": []}
+    for r in rows:
+        filters[r["program"]] += [s["output"] for s in r["result"]["trace"] if s["step"] == "filters"]
+    assert filters["iterative"] == [{"year": {"$eq": 1931}}] * 5  # the collection's schema reached self-query
+    assert filters["vanilla-rag"] == [] and engine.count("extract_filters") == 5  # built as before
+    assert {d for r in rows if r["program"] == "iterative" for d in r["cited_doc_ids"]} <= {"d1"}

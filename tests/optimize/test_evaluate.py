@@ -9,6 +9,7 @@ import pytest
 from optimize import eval_examples, eval_reports, eval_runs, eval_summary
 from optimize.evaluate import build_program, evaluate
 from programs.baselines import GradedRAG, NoRetrieval, VanillaRAG
+from programs.filter_grammar import FieldSpec
 from programs.registry import parse_program, parse_programs
 from programs.settings import ProgramSettings
 from selfrag import paths
@@ -442,6 +443,55 @@ def test_a_strategy_program_gets_logprobs_so_rerank_auto_judges():
     assert iterative.retrieval.rerank_method == "judge"
     assert build_program(parse_program("iterative"), FixedRetriever(),
                          config=ProgramSettings(rerank="auto")).retrieval.rerank_method == "listwise"
+
+
+YEARS = {"d1": 1931, "d2": 1990, "d3": 2001, "dx": 2020}
+
+
+def dated_corpus(name, datasets_dir):
+    return [(text, {**meta, "year": YEARS[meta["doc_id"]]}) for text, meta in fake_corpus(name, datasets_dir)]
+
+
+def test_a_strategy_program_is_evaluated_with_the_components_ask_builds_it_with(hash_kb_settings, tmp_path,
+                                                                                monkeypatch):
+    from selfrag.wiring import strategy_components
+
+    monkeypatch.setattr("optimize.sources.corpus_documents", dated_corpus)
+    data = str(write_dataset(tmp_path / "five.jsonl"))
+    script = {**SCRIPT, "extract_filters": {"filters": [{"field": "year", "op": "eq", "value": 1931}]},
+              "next_query": {"next_query": "Zephyr bridge opening"}}
+    components, engine = _components(hash_kb_settings, tmp_path, script)
+    settings = hash_kb_settings.model_copy(update={"program": hash_kb_settings.program.model_copy(
+        update={"self_query": True, "max_iterations": 1})})
+    asked = []
+
+    def components_of(kb, retriever):
+        asked.append(kb.count())  # read once the corpus is in the (new, empty) collection: the schema has "year"
+        return strategy_components(settings, kb, retriever)
+
+    out, _ = evaluate(settings, data, parse_programs("iterative,vanilla-rag"), run_id="s", limit=2,
+                      reports_dir=tmp_path / "reports", components_of=components_of, **components)
+    assert len(asked) == 1 and asked[0] > 0
+    rows = eval_runs.read_results(out / eval_runs.RESULTS)
+    steps = {(r["program"], r["id"]): [s["step"] for s in r["result"]["trace"]] for r in rows}
+    filters = [s for r in rows if r["program"] == "iterative" for s in r["result"]["trace"] if s["step"] == "filters"]
+    assert len(filters) == 2 and all(s["output"] == {"year": {"$eq": 1931}} for s in filters)
+    cited = [d for r in rows if r["program"] == "iterative" for d in r["cited_doc_ids"]]
+    assert cited and set(cited) == {"d1"}  # the filtered store: the 1931 document only
+    assert not any("filters" in trace for (program, _), trace in steps.items() if program == "vanilla-rag")
+    assert engine.count("extract_filters") == 2  # the strategy program only
+
+
+def test_only_a_strategy_program_takes_the_components():
+    given, other = FixedRetriever(), FixedRetriever()
+    parts = {"retriever": other, "metadata_schema": {"year": FieldSpec("year", "int", ("2023",))}}
+    vanilla = build_program(parse_program("vanilla-rag"), given, components=parts)
+    assert isinstance(vanilla, VanillaRAG) and vanilla.retriever is given
+    iterative = build_program(parse_program("iterative"), given, config=ProgramSettings(self_query=True),
+                              components=parts)
+    assert iterative.retriever is other and iterative.metadata_schema == parts["metadata_schema"]
+    with pytest.raises(ValueError, match="self_query needs"):
+        build_program(parse_program("iterative"), given, config=ProgramSettings(self_query=True))
 
 
 @pytest.mark.parametrize("content, problem", [  # the QA file format of optimize.qa_format
