@@ -6,7 +6,7 @@ Abstention is only as good as the score it thresholds. For every program of an e
 eval``; a stopped run works too), this reads each question's trace and scores the signals a program
 could abstain on: the best relevance probability of the graded passages, their mean, the support
 judge's expected support P(fully) + 0.5 P(partially) of the first and of the best draft, the drafter's
-P(answerable), and the candidate confidence the program used. For each it prints the ROC AUC of
+P(answerable), the candidate confidence the program used, and the answer check's P(stated) (first round). For each it prints the ROC AUC of
 answerable vs unanswerable (0.5 = no information) and the best abstention on unanswerable questions
 any threshold reaches while keeping false abstention (answerable questions abstained on) at or below
 the bound. No LM.
@@ -52,6 +52,7 @@ SIGNALS: dict[str, Callable[[Row], float | None]] = {
     "drafter P(answerable)": lambda r: _first([float(s["probs"].get("true", 0.0))
                                               for s in _steps(r, "generate_answer")]),
     "confidence used": lambda r: (r.get("result") or {}).get("confidence"),
+    "answer check P(stated)": lambda r: _first([float(s["probs"].get("yes", 0.0)) for s in _steps(r, "check_answer")]),
 }
 
 
