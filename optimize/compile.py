@@ -201,13 +201,13 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         manifest["thresholds"] = calibration["thresholds"]
     if start_from is not None:
         manifest["started_from"] = str(start_from)
+        started = read_artifact(start_from)["manifest"]
         if not stages:  # calibrate only: the compiled state (and its measured scores) is the start's
-            started = read_artifact(start_from)["manifest"]
             for key in ("scores", "stages", "optimizer"):
                 if started.get(key):
                     manifest[key] = started[key]
-        earlier = (read_artifact(start_from)["manifest"].get("calibration") or {}).get("stages") or {}
         if calibration is not None:  # a stage not re-run keeps its report from the start (its threshold was kept)
+            earlier = (started.get("calibration") or {}).get("stages") or {}
             calibration["stages"] = {**{k: v for k, v in earlier.items() if k not in calibration["stages"]},
                                      **calibration["stages"]}
     if data_manifest is not None:

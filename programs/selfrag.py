@@ -263,7 +263,7 @@ class SelfRAG(RAGModule):
         web = WebBudget(cfg.max_web_rounds)
         has_web = self.web_search is not None
         failed_queries: list[str] = []
-        query, rewrites, used_web, retrieval_failed, not_stated = question, 0, False, False, False
+        query, rewrites, used_web, retrieval_failed = question, 0, False, False
         while True:
             if used_web:
                 passages = self._web(tracer, web, query)

@@ -38,8 +38,8 @@ class ProgramSettings(BaseModel):
     answer_threshold: float | None = Field(None, ge=0.0, le=1.0)
     stated_threshold: float | None = Field(None, ge=0.0, le=1.0)
     # SelfRAG's answer check: before drafting, one call asks whether the draft's passages state the answer
-    # (signatures.CheckAnswerStated); below the ``stated`` threshold the round counts as one without a
-    # relevant passage. On ClapNQ dev it separates answerable from unanswerable questions far better than
+    # (signatures.CheckAnswerStated); below the ``stated`` threshold no draft is made: the web when allowed,
+    # else abstain (programs.routing.route_after_grading). On ClapNQ dev it separates answerable from unanswerable questions far better than
     # the support judge's confidence (bench/bench_answerability.py).
     answer_check: bool = True
     judge_usefulness: Literal["always", "multiple"] = "multiple"  # "multiple": only to rank several candidates

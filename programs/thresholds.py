@@ -8,7 +8,7 @@ for the decoded label when a backend has none). Three thresholds turn probabilit
 * ``relevance``: keep a passage when P(relevant) ≥ the threshold;
 * ``answer``: answer with the final candidate when its confidence ≥ the threshold, else abstain;
 * ``stated``: before drafting, the answer check's P(the passages state the answer) ≥ the threshold, else
-  the round counts as one without a relevant passage (rewrite → web → abstain).
+  the source lacks the answer (no rewrite: web when allowed, else abstain).
 
 The defaults are 0.5 each, which is the argmax of the two-way decision: with hard labels
 (probability 1 for the decoded label) the program routes exactly as it does without soft scores,
