@@ -212,8 +212,11 @@ def describe(exc: ValidationError) -> str:
     """The problems of a validation error on one line, each naming its dotted key."""
     problems = []
     for error in exc.errors():
-        key = ".".join(map(str, error["loc"])) or "settings"
-        problems.append(f"{key}: unknown key" if error["type"] == "extra_forbidden" else f"{key}: {error['msg']}")
+        key = ".".join(map(str, error["loc"]))
+        message = str(error["msg"]).removeprefix("Value error, ")  # a validator's own sentence, as written
+        if error["type"] == "extra_forbidden":
+            message = "unknown key"
+        problems.append(f"{key}: {message}" if key else message)
     return "; ".join(problems)
 
 
