@@ -11,7 +11,7 @@ probabilities, read from token log-probabilities):
 3. **stated** (the answer check) on ``qa_en``: per question, retrieve and grade as in a first round, then
    the check's P(the passages state the answer); positive = the question is answerable. Same objective as
    the answer stage (default: false abstention ≤ 0.1). Skipped (size 0) for a program without the check.
-   The same scores fit ``verified``: the lowest P(stated) above which ≥ 80% (``verified_precision``) of
+   The same scores fit ``verified``: the lowest P(stated) above which ≥ 90% (``verified_precision``) of
    the questions are answerable; above it the checked draft skips the support judge.
 4. **answer** on ``qa_en``: the program runs end to end with the answer threshold at 0 (it answers
    whenever it has a candidate) and records the chosen candidate's confidence; an answer "should be
@@ -39,7 +39,7 @@ from programs.types import Passage, Usage
 
 SplitLoader = Callable[[str, str], Sequence[Any]]
 DEFAULT_ANSWER_OBJECTIVE: tuple[str, float] = ("max_false_abstention", 0.1)
-DEFAULT_VERIFIED_PRECISION = 0.8
+DEFAULT_VERIFIED_PRECISION = 0.9
 
 
 def _fit(name: str, probs: list[float], labels: list[bool], objective: Any, out_dir: Path | None,

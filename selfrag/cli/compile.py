@@ -56,7 +56,7 @@ def compile_cmd(
     verified_precision: Annotated[float, typer.Option(
         "--verified-precision", min=0.0, max=1.0,
         help="Fit the verified threshold (skip the support judge when the answer check is surer) so that this "
-             "share of the questions above it is answerable.")] = 0.8,
+             "share of the questions above it is answerable.")] = 0.9,
     start_from: Annotated[Optional[Path], typer.Option(
         "--from", help="Start from this compiled artifact (its demos, instructions and thresholds).")] = None,
     parallel: Annotated[int, typer.Option(
