@@ -231,3 +231,31 @@ def test_strict_refuses_a_tampered_artifact(workspace, tmp_path, caplog):
     assert workspace.calls == []
     result = runner.invoke(app, ["ask", "What is the range of the Heron cargo bike?", "--program", str(path)])
     assert result.exit_code == 0 and "modified after it was saved" in caplog.text  # a warning (logged to stderr)
+
+
+# ---------------------------------------------------------------- retrieval strategies on the first ask (issue 12)
+
+STRATEGY_SCRIPT = {**SCRIPT, "extract_filters": {"filters": [{"field": "language", "op": "eq", "value": "en"}]},
+                   "route_collections": {"chosen": ["default"]}}
+
+
+@pytest.mark.parametrize("routed", [False, True], ids=["self-query", "routed self-query"])
+def test_the_first_ask_into_an_empty_default_collection_plans_over_the_demo_corpus(workspace, monkeypatch, routed):
+    """The program's components (metadata schema, described collections) are read after the demo corpus
+    is ingested: the first question's self-query sees the demo's metadata keys, its router the collection."""
+    monkeypatch.setenv("SELFRAG_PROGRAM__SELF_QUERY", "true")
+    monkeypatch.setenv("SELFRAG_PROGRAM__ROUTE_COLLECTIONS", "true" if routed else "false")
+    workspace.script.update(STRATEGY_SCRIPT)
+    result = runner.invoke(app, ["ask", "What is the range of the Heron cargo bike?", "--strategy", "iterative",
+                                 "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    assert "ingested the demo corpus" in result.stderr
+    fields = [inputs["metadata_fields"] for role, inputs in workspace.calls if role == "extract_filters"]
+    assert len(fields) == 1 and "language (str)" in fields[0] and "title (str)" in fields[0]
+    payload = json.loads(result.stdout)
+    assert payload["answer"] == "About 80 km on the Eco setting." and not payload["abstained"]
+    filters = next(s for s in payload["trace"] if s["step"] == "filters")
+    assert filters["output"] == {"language": {"$eq": "en"}}
+    if routed:
+        routes = [inputs["collections"] for role, inputs in workspace.calls if role == "route_collections"]
+        assert routes and routes[0].startswith("default: ") and "(no description)" not in routes[0]
