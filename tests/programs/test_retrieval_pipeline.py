@@ -254,3 +254,26 @@ def test_collections_retriever_tags_and_fuses():
     assert set(retriever.schema()) == {"year", "doc_type"}
     with pytest.raises(ValueError, match="unique"):
         CollectionsRetriever([Collection("a", "", ListRetriever([])), Collection("a", "", ListRetriever([]))])
+
+
+def test_every_strategy_step_is_a_typed_predictor_of_the_program_saved_in_its_artifact(tmp_path):
+    """What an optimizer compiles: each LM step of the strategies is a named predictor of the program, its
+    signature a declaration in ``signatures/``, and the compiled state round-trips through an artifact."""
+    from programs.artifacts import load_state_into, save_artifact
+    from programs.decomposed import SerialDecomposition
+    from programs.iterative import IterativeRAG
+
+    cfg = ProgramSettings(transforms=["multi_query", "decompose", "step_back", "hyde"], route_collections=True,
+                          self_query=True, rerank="listwise")
+    for cls in (IterativeRAG, SerialDecomposition):
+        rag = cls(collections(), config=cfg)
+        predictors = dict(rag.named_predictors())
+        strategy = {n for n in predictors if n.startswith("retrieval.")}
+        assert strategy == {"retrieval.transforms.paraphrase", "retrieval.transforms.decompose",
+                            "retrieval.transforms.step_back", "retrieval.transforms.hyde", "retrieval.route",
+                            "retrieval.extract_filters", "retrieval.rerank"}
+        assert all(p.signature.__module__.startswith("signatures.") for p in predictors.values())
+        predictors["retrieval.route"].signature = predictors["retrieval.route"].signature.with_instructions("Compiled.")
+        save_artifact(rag, tmp_path / f"{cls.__name__}.json")
+        fresh = load_state_into(cls(collections(), config=cfg), tmp_path / f"{cls.__name__}.json")
+        assert dict(fresh.named_predictors())["retrieval.route"].signature.instructions == "Compiled."
