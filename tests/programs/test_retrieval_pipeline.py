@@ -79,6 +79,21 @@ def test_routing_to_no_collection_retrieves_nothing_and_the_program_abstains():
     assert step(result, "retrieve")[0].inputs["skipped"] == "routed to no collection" and result.abstained
 
 
+def test_routing_to_no_collection_answers_from_the_web_when_there_is_one_bounded_by_max_web_rounds():
+    from programs.iterative import IterativeRAG
+    from tests.fakes import FakeWeb
+
+    web = FakeWeb([passage("w1", "Web: the Heron's range is 80 km.")])
+    lm, engine = scripted_lm({"route_collections": {"chosen": []}, "generate_answer": ANSWER,
+                              "judge_support": {"support": "partially"}, "next_query": {"next_query": "Heron range"}})
+    rag = IterativeRAG(collections(), web_search=web, config=ProgramSettings(route_collections=True, max_iterations=3),
+                       generator_lm=lm, adapter=dspy.JSONAdapter())
+    result = rag(question="What is the range of the Heron?").result
+    assert web.queries == ["What is the range of the Heron?"]  # max_web_rounds = 1: the re-query is refused
+    assert result.answer == "It is 80 km." and result.used_web and result.citations[0].id == "w1"
+    assert engine.count("route_collections") == 1 and [s.ok for s in step(result, "web_search")][0]
+
+
 def test_routing_needs_a_collections_retriever():
     with pytest.raises(TypeError, match="CollectionsRetriever"):
         Strategic(ListRetriever(BIKES), config=ProgramSettings(route_collections=True))
