@@ -259,3 +259,17 @@ def test_the_first_ask_into_an_empty_default_collection_plans_over_the_demo_corp
     if routed:
         routes = [inputs["collections"] for role, inputs in workspace.calls if role == "route_collections"]
         assert routes and routes[0].startswith("default: ") and "(no description)" not in routes[0]
+
+
+@pytest.mark.parametrize("env, args, message", [
+    ({}, ["--program", "missing.json"], "artifact not found"),
+    ({"SELFRAG_PROGRAM__RERANK": "judge", "SELFRAG_LM__LOGPROBS": "false"}, [], "lm.logprobs = true"),
+], ids=["missing artifact", "bad program setting"])
+def test_a_strategy_program_reading_the_collection_is_refused_before_the_demo_is_ingested(
+        workspace, tmp_path, monkeypatch, env, args, message):
+    for name, value in {"SELFRAG_PROGRAM__SELF_QUERY": "true", "SELFRAG_PROGRAM__ROUTE_COLLECTIONS": "true",
+                        **env}.items():
+        monkeypatch.setenv(name, value)
+    result = runner.invoke(app, ["ask", "What is the range?", "--strategy", "iterative", *args])
+    assert result.exit_code == 2 and message in result.stderr, result.output
+    assert not (tmp_path / ".selfrag").exists() and workspace.calls == []  # checked over stand-ins, nothing written
