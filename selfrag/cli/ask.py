@@ -12,6 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from programs.registry import PROGRAM_NAMES
 from selfrag.cli.common import (CollectionOpt, ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, err_console, fail,
                                 decoded, plain, quiet_libraries, settings_from, stdout_to_stderr)
 
@@ -27,7 +28,8 @@ def ask(
         "--strict", help="Refuse an artifact whose content does not match its recorded hash.")] = False,
     profile: ProfileOpt = None,
     model: ModelOpt = None,
-    strategy: Annotated[Optional[str], typer.Option("--strategy", help="selfrag | crag (corrective retrieval).")] = None,
+    strategy: Annotated[Optional[str], typer.Option(
+        "--strategy", help=f"A registered program: {' | '.join(PROGRAM_NAMES)} (README: retrieval strategies).")] = None,
     mode: Annotated[Optional[str], typer.Option("--retrieve", help="Retrieval decision: adaptive | always | never.")] = None,
     web: Annotated[Optional[str], typer.Option("--web", help="Web fallback: none | tavily | offline.")] = None,
     collection: CollectionOpt = None,
