@@ -91,4 +91,5 @@ class StrategyRetrieval:
     def _finish(self, tracer: Tracer, *args: Any, used_web: bool = False, **kwargs: Any) -> dspy.Prediction:
         held = _PLAN.get()
         routed_to_web = held is not None and held[0] is tracer and held[1].web is not None
-        return super()._finish(tracer, *args, used_web=used_web or routed_to_web, **kwargs)  # type: ignore[misc]
+        finish = super()._finish  # type: ignore[misc]
+        return finish(tracer, *args, used_web=used_web or routed_to_web, **kwargs)

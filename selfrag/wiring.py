@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # heavy imports stay out of CLI start-up
 
 logger = logging.getLogger(__name__)
 
-DEMO_DESCRIPTION = ("Demo corpus: Kestrel Works, a fictional maker of electric cargo bikes (the Heron and Swift "
-                    "models, batteries, the app, accessories, warranty, delivery; English and Chinese)")
+DEMO_DESCRIPTION = ("Demo corpus: Kestrel Works, a fictional maker of electric cargo bikes (the Heron and "
+                    "Swift models, batteries, the app, accessories, warranty, delivery; English and Chinese)")
 
 
 def build_knowledge_base(settings: Settings, collection: str | None = None, embedder: Any = None) -> KnowledgeBase:
@@ -213,7 +213,7 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
     kb = build_knowledge_base(settings)  # no collection is opened yet
     retriever_was_given = retriever is not None
     cls = program_class(settings.program.strategy)
-    fill_demo = not retriever_was_given and (demo if demo is not None else is_default_knowledge_base(settings.kb))
+    fill_demo = not retriever_was_given and (is_default_knowledge_base(settings.kb) if demo is None else demo)
     base = retriever if retriever_was_given else build_retriever(settings, kb)
     components: dict[str, Any] = {"retriever": base}
     # A strategy program's components are read from the collection (metadata keys, descriptions); when the
@@ -245,7 +245,8 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
     ingested = ensure_demo_corpus(kb, progress=progress) if fill_demo else False
     if pending:
         real = strategy_components(settings, kb, base)
-        program.retriever, program.metadata_schema = real["retriever"], dict(real.get("metadata_schema") or {}) or None
+        schema = real.get("metadata_schema")
+        program.retriever, program.metadata_schema = real["retriever"], dict(schema) if schema else None
     web = build_web(settings)
     if web is not None and not isinstance(web, WebSearch):
         raise TypeError(f"web_search must implement search(query, max_results); got {type(web).__name__}")

@@ -12,7 +12,6 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from programs.registry import PROGRAM_NAMES
 from selfrag.cli.common import (CollectionOpt, ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, err_console, fail,
                                 decoded, plain, quiet_libraries, settings_from, stdout_to_stderr)
 
@@ -29,7 +28,8 @@ def ask(
     profile: ProfileOpt = None,
     model: ModelOpt = None,
     strategy: Annotated[Optional[str], typer.Option(
-        "--strategy", help=f"A registered program: {' | '.join(PROGRAM_NAMES)} (README: retrieval strategies).")] = None,
+        "--strategy", help="A registered program: selfrag | crag | iterative | decompose-serial | vanilla-rag | "
+                           "graded-rag | no-retrieval.")] = None,
     mode: Annotated[Optional[str], typer.Option("--retrieve", help="Retrieval decision: adaptive | always | never.")] = None,
     web: Annotated[Optional[str], typer.Option("--web", help="Web fallback: none | tavily | offline.")] = None,
     collection: CollectionOpt = None,

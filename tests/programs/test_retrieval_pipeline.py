@@ -85,9 +85,10 @@ def test_routing_to_no_collection_answers_from_the_web_when_there_is_one_bounded
 
     web = FakeWeb([passage("w1", "Web: the Heron's range is 80 km.")])
     lm, engine = scripted_lm({"route_collections": {"chosen": []}, "generate_answer": ANSWER,
-                              "judge_support": {"support": "partially"}, "next_query": {"next_query": "Heron range"}})
-    rag = IterativeRAG(collections(), web_search=web, config=ProgramSettings(route_collections=True, max_iterations=3),
-                       generator_lm=lm, adapter=dspy.JSONAdapter())
+                              "judge_support": {"support": "partially"},
+                              "next_query": {"next_query": "Heron range"}})
+    cfg = ProgramSettings(route_collections=True, max_iterations=3)
+    rag = IterativeRAG(collections(), web_search=web, config=cfg, generator_lm=lm, adapter=dspy.JSONAdapter())
     result = rag(question="What is the range of the Heron?").result
     assert web.queries == ["What is the range of the Heron?"]  # max_web_rounds = 1: the re-query is refused
     assert result.answer == "It is 80 km." and result.used_web and result.citations[0].id == "w1"
@@ -278,8 +279,8 @@ def test_every_strategy_step_is_a_typed_predictor_of_the_program_saved_in_its_ar
     from programs.decomposed import SerialDecomposition
     from programs.iterative import IterativeRAG
 
-    cfg = ProgramSettings(transforms=["multi_query", "decompose", "step_back", "hyde"], route_collections=True,
-                          self_query=True, rerank="listwise")
+    cfg = ProgramSettings(transforms=["multi_query", "decompose", "step_back", "hyde"],
+                          route_collections=True, self_query=True, rerank="listwise")
     for cls in (IterativeRAG, SerialDecomposition):
         rag = cls(collections(), config=cfg)
         predictors = dict(rag.named_predictors())
@@ -288,7 +289,8 @@ def test_every_strategy_step_is_a_typed_predictor_of_the_program_saved_in_its_ar
                             "retrieval.transforms.step_back", "retrieval.transforms.hyde", "retrieval.route",
                             "retrieval.extract_filters", "retrieval.rerank"}
         assert all(p.signature.__module__.startswith("signatures.") for p in predictors.values())
-        predictors["retrieval.route"].signature = predictors["retrieval.route"].signature.with_instructions("Compiled.")
+        route = predictors["retrieval.route"]
+        route.signature = route.signature.with_instructions("Compiled.")
         save_artifact(rag, tmp_path / f"{cls.__name__}.json")
         fresh = load_state_into(cls(collections(), config=cfg), tmp_path / f"{cls.__name__}.json")
         assert dict(fresh.named_predictors())["retrieval.route"].signature.instructions == "Compiled."

@@ -1,7 +1,7 @@
-"""The service wired from settings serves the retrieval strategies of a ``StrategyRetrieval`` program: self-query
-reads the metadata fields of the collection each question is answered from — the demo corpus too, when it was
-just ingested at start-up — and collection routing, which the per-request collection does not allow, is refused
-at start-up with one line."""
+"""The service wired from settings serves the retrieval strategies of a ``StrategyRetrieval`` program:
+self-query reads the metadata fields of the collection each question is answered from — the demo corpus
+too, when it was just ingested at start-up —, HyDE's passage reaches the hybrid retriever's dense search,
+and collection routing, which the per-request collection does not allow, is refused at start-up."""
 
 import dspy
 import pytest
