@@ -208,7 +208,7 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
     from programs.strategy_retrieval import StrategyRetrieval
     from programs.types import WebSearch
     from selfrag.kb.factory import has_chunks, is_default_knowledge_base
-    from selfrag.kb.strategy_components import reads_collection, standin_components
+    from selfrag.kb.strategy_components import reads_collection, standin_components, strategy_settings_set
 
     kb = build_knowledge_base(settings)  # no collection is opened yet
     retriever_was_given = retriever is not None
@@ -226,6 +226,9 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
             components = (standin_components(kb, settings.program, base) if pending
                           else strategy_components(settings, kb, base))
         components["logprobs"] = settings.lm.logprobs  # rerank judge / auto: the program's own relevance judgement
+    elif unused := strategy_settings_set(settings.program):
+        logger.warning("%s: only the strategy programs (iterative, decompose-serial) retrieve with them; "
+                       "program.strategy = %r ignores them", ", ".join(unused), settings.program.strategy)
     generator, critic, adapter = lms if lms is not None else build_lms(settings)
     try:
         program = cls(**components, web_search=None, config=settings.program, generator_lm=generator,

@@ -35,6 +35,13 @@ def strategy_components(kb: "KnowledgeBase", program: ProgramSettings,
     return out
 
 
+def strategy_settings_set(program: ProgramSettings) -> list[str]:
+    """The retrieval-strategy settings of ``program`` that differ from their defaults, by name."""
+    default = ProgramSettings()
+    return [f"program.{name}" for name in ("transforms", "route_collections", "self_query", "rerank")
+            if getattr(program, name) != getattr(default, name)]
+
+
 def reads_collection(program: ProgramSettings) -> bool:
     """Whether the components of ``program``'s strategies are read from the stored chunks and descriptions."""
     return program.route_collections or program.self_query
