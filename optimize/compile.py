@@ -215,9 +215,27 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
     if data_manifest is not None:
         manifest["data"] = {"dir": str(data_dir), **{k: data_manifest.get(k) for k in (
             "format_version", "collection", "qa_file", "qa_sha256", "dataset_hash")}}
+    if "calibration" in manifest:
+        manifest["calibration"] = _relative_to(manifest["calibration"], Path(out_dir))
     artifact = save_artifact(program, out_dir / f"{name}.json", manifest)
     manifest = read_artifact(artifact)["manifest"]  # as saved (with the state's content hash)
     manifest_path = out_dir / f"{name}.manifest.json"
     manifest_path.write_text(json.dumps(manifest, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")
     return CompileResult(program=program, manifest=manifest, artifact=artifact, manifest_path=manifest_path,
                          stages=stages)
+
+
+def _relative_to(report: Any, folder: Path) -> Any:
+    """``report`` with every file path under ``folder`` (the plots) written relative to it, so a manifest
+    names its plots the same on any machine (``<name>.calibration/reliability-stated.png``)."""
+    if isinstance(report, dict):
+        return {k: _relative_to(v, folder) for k, v in report.items()}
+    if isinstance(report, list):
+        return [_relative_to(v, folder) for v in report]
+    if isinstance(report, str) and report.endswith(".png"):
+        try:
+            return str(Path(report).resolve().relative_to(folder.resolve()))
+        except ValueError:  # a plot somewhere else: kept as written
+            return report
+    return report
+

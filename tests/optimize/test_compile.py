@@ -380,8 +380,12 @@ def test_calibrate_only_starts_from_an_artifact_and_saves_thresholds(tmp_path):
                              calibrate_sizes={"retrieve": 12, "relevance": 4, "stated": 0, "answer": 4},
                              answer_objective="accuracy")
     payload = read_artifact(result.artifact)
-    assert set(payload["thresholds"]) == {"retrieve", "relevance", "stated", "answer"}
+    assert set(payload["thresholds"]) == {"retrieve", "relevance", "stated", "answer", "verified"}
     assert payload["manifest"]["calibration"]["stages"].keys() == {"retrieve", "relevance", "answer"}
+    # the plots are named relative to the artifact's folder, the same on any machine
+    plots = [v for stage in payload["manifest"]["calibration"]["stages"].values() for k, v in stage.items()
+             if k.endswith("_png")]
+    assert plots and all(p.startswith("cal.calibration/") and (tmp_path / p).is_file() for p in plots)
     assert payload["manifest"]["started_from"] == str(start.artifact)
     rag = load_state_into(SelfRAG(ListRetriever([])), result.artifact)
     assert len(rag.judge_support.demos) == start_demos and rag.compiled_thresholds is not None
