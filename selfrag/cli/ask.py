@@ -96,7 +96,8 @@ def _json(result: RAGResult) -> str:
 # What `ask` prints around the answer, for a Chinese question (programs.language.question_language).
 LABELS_ZH = {"Answer": "回答", "Citations": "引用", "Trace": "推理轨迹", "source": "来源", "snippet": "摘录",
              "abstained": "未作答", "no answer": "无答案", "web": "网络", "support": "支持度",
-             "not supported by its sources": "来源不支持该回答", "confidence": "置信度", "usefulness": "有用性",
+             "not supported by its sources": "来源不支持该回答",
+             "stated in its sources (answer check)": "来源明确给出答案（答案检查）", "confidence": "置信度", "usefulness": "有用性",
              "LM failure": "模型调用失败", "LM calls": "次模型调用", "prompt": "提示", "completion": "生成",
              "tokens": "词元", "from cache": "来自缓存"}
 
@@ -122,6 +123,8 @@ def _flags(result: RAGResult, language: str = "en") -> Text:
         add(t("not supported by its sources"), "red")
     elif result.supported:
         add(f"{t('support')}: {result.supported}")
+    elif not result.abstained and any(s.step == "support_verified" for s in result.trace):
+        add(t("stated in its sources (answer check)"))
     if result.confidence is not None:
         add(f"{t('confidence')}: {result.confidence:.2f}")
     if result.usefulness is not None:

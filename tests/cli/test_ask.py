@@ -274,3 +274,16 @@ def test_a_strategy_program_reading_the_collection_is_refused_before_the_demo_is
     result = runner.invoke(app, ["ask", "What is the range?", "--strategy", "iterative", *args])
     assert result.exit_code == 2 and message in result.stderr, result.output
     assert not (tmp_path / ".selfrag").exists() and workspace.calls == []  # checked over stand-ins
+
+
+def test_an_answer_the_answer_check_verified_says_so_instead_of_a_support_label():
+    from programs.types import RAGResult, TraceStep
+    from selfrag.cli.ask import _flags
+
+    verified = RAGResult(question="How far does the Heron go?", answer="About 80 km.", confidence=0.8,
+                         trace=[TraceStep(step="support_verified", output="skipped")])
+    assert str(_flags(verified)) == "stated in its sources (answer check) · confidence: 0.80"
+    zh = verified.model_copy(update={"question": "苍鹭能跑多远？"})
+    assert "来源明确给出答案" in str(_flags(zh, "zh"))
+    judged = verified.model_copy(update={"supported": "fully", "trace": []})
+    assert str(_flags(judged)) == "support: fully · confidence: 0.80"

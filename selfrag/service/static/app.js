@@ -81,6 +81,7 @@ const KIND = {
   grade_relevance: "grade", evaluate_retrieval: "grade", filter_strip: "grade", refine: "grade",
   generate_answer: "draft", answer_directly: "draft", rewrite_query: "retrieve", rewrite_web_query: "retrieve",
   judge_support: "critique", judge_usefulness: "critique", candidate_dropped: "critique",
+  check_answer: "critique", support_verified: "critique",
   select_candidate: "final", abstain: "final",
   continue_decision: "decision", next_query: "retrieve", merge: "retrieve",
 };
@@ -91,6 +92,7 @@ const LABEL = {
   generate_answer: "Draft", answer_directly: "Direct answer", rewrite_query: "Rewrite query",
   rewrite_web_query: "Web query", judge_support: "Support", judge_usefulness: "Usefulness",
   candidate_dropped: "Draft dropped", select_candidate: "Choice", abstain: "Abstain",
+  check_answer: "Answer stated?", support_verified: "Support",
   continue_decision: "Continue?", next_query: "Next query", merge: "New passages",
 };
 
@@ -137,6 +139,9 @@ function describe(step) {
     case "evaluate_retrieval": return ["score ", String(out), "/10"];
     case "generate_answer": case "answer_directly": return ["“" + brief(out) + "”"];
     case "judge_support": return [verdict(String(out), out === "fully"), " supported by its passages", probs(step)];
+    case "check_answer": return [verdict(String(out), out === "yes"), " — do the passages state the answer?", probs(step)];
+    case "support_verified": return ["not judged: the answer check is sure (P(stated) " +
+                                     Number(inp.p_stated).toFixed(2) + " > " + Number(inp.threshold).toFixed(2) + ")"];
     case "judge_usefulness": return [verdict(String(out) + "/5", Number(out) >= 4), " useful"];
     case "rewrite_query": case "rewrite_web_query": return ["new query: “" + brief(out) + "”"];
     case "candidate_dropped": return [brief(out), inp.answer ? " (" + brief(inp.answer) + ")" : ""];
