@@ -39,6 +39,7 @@ from optimize.splits import language_loader, load_split
 from optimize.stages import E2E_COLLECTION, StageReport, compile_e2e, compile_judgement, e2e_retriever
 from optimize.usage import UsageMeter
 from programs.artifacts import load_state_into, read_artifact, save_artifact
+from programs.registry import PROGRAM_NAMES
 from programs.selfrag import SelfRAG
 
 _ARTIFACT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -46,7 +47,7 @@ _ARTIFACT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 @dataclass
 class CompileResult:
-    program: SelfRAG
+    program: Any  # SelfRAG, or the strategy program compiled end to end
     manifest: dict[str, Any]
     artifact: Path
     manifest_path: Path
@@ -63,10 +64,15 @@ class _NullRetriever:
 def check_request(*, optimizer: str = "bootstrap", judgements: str | Sequence[str] = "all", e2e: bool = False,
                   train: int | None = 50, dev: int | None = 40, e2e_train: int | None = None,
                   e2e_dev: int | None = None, budget: int | None = None, name: str | None = None,
-                  calibrate: bool = False, with_answer: bool = False) -> tuple[list[str], str]:
+                  calibrate: bool = False, with_answer: bool = False,
+                  program: str = "selfrag") -> tuple[list[str], str]:
     """Validate a compile request before anything is built; returns the judgement names and the artifact name.
 
-    Raises :class:`CompileError` naming the problem."""
+    ``program`` is a registry name: SelfRAG compiles its judgements, end to end and calibrates; any other
+    program only end to end (``e2e`` with no judgement and no ``calibrate``: its LM steps have no
+    labelled sets). Raises :class:`CompileError` naming the problem."""
+    if program not in PROGRAM_NAMES:
+        raise CompileError(f"unknown program {program!r}: use one of {', '.join(PROGRAM_NAMES)}")
     if optimizer not in OPTIMIZERS:
         raise CompileError(f"unknown optimizer {optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
     for label, value in (("train", train), ("dev", dev), ("e2e_train", e2e_train), ("e2e_dev", e2e_dev)):
@@ -81,6 +87,9 @@ def check_request(*, optimizer: str = "bootstrap", judgements: str | Sequence[st
         names: list[str] = []
     else:
         names = parse_judgements(judgements, with_answer) if judgements else []
+    if program != "selfrag" and (names or calibrate or not e2e):
+        raise CompileError(f"--program {program} compiles end to end only: use --e2e --judgement none "
+                           "(the judgement stages and --calibrate are SelfRAG's)")
     if not names and not e2e and not calibrate:
         raise CompileError("nothing to compile: give a judgement, --e2e or --calibrate")
     name = name or f"compiled-{optimizer}"
@@ -213,12 +222,24 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
             calibration["stages"] = {**{k: v for k, v in earlier.items() if k not in calibration["stages"]},
                                      **calibration["stages"]}
     if data_manifest is not None:
-        manifest["data"] = {"dir": str(data_dir), **{k: data_manifest.get(k) for k in (
-            "format_version", "collection", "qa_file", "qa_sha256", "dataset_hash")}}
+        manifest["data"] = data_entry(data_dir, data_manifest)
     if "calibration" in manifest:
         manifest["calibration"] = _relative_to(manifest["calibration"], Path(out_dir))
+    return write_result(program, manifest, Path(out_dir), name, stages)
+
+
+def data_entry(data_dir: Path | str, data_manifest: dict[str, Any]) -> dict[str, Any]:
+    """What a compile manifest records of the derived data folder it compiled on."""
+    return {"dir": str(data_dir), **{k: data_manifest.get(k) for k in (
+        "format_version", "collection", "qa_file", "qa_sha256", "dataset_hash")}}
+
+
+def write_result(program: Any, manifest: dict[str, Any], out_dir: Path, name: str,
+                 stages: list[StageReport]) -> CompileResult:
+    """Save ``<out_dir>/<name>.json`` (:func:`programs.artifacts.save_artifact`: its header names the
+    program's class) and ``<out_dir>/<name>.manifest.json`` (the manifest as saved, with the content hash)."""
     artifact = save_artifact(program, out_dir / f"{name}.json", manifest)
-    manifest = read_artifact(artifact)["manifest"]  # as saved (with the state's content hash)
+    manifest = read_artifact(artifact)["manifest"]
     manifest_path = out_dir / f"{name}.manifest.json"
     manifest_path.write_text(json.dumps(manifest, ensure_ascii=False, indent=2, default=str) + "\n", encoding="utf-8")
     return CompileResult(program=program, manifest=manifest, artifact=artifact, manifest_path=manifest_path,

@@ -5,7 +5,8 @@ One judgement (:func:`compile_judgement`): the SelfRAG predictor is wrapped in a
 training examples, the module is scored on the dev examples before and after, and the compiled
 predictor's state (demos and instructions) is copied back into the SelfRAG program.
 
-End to end (:func:`compile_e2e`): the whole SelfRAG is compiled on ``qa_en`` train with ``e2e_metric``
+End to end (:func:`compile_e2e`): the whole program (SelfRAG, or a strategy program through
+:mod:`optimize.compile_strategy`) is compiled on ``qa_en`` train with ``e2e_metric``
 against a knowledge base holding ``corpus_documents("clapnq")`` (collection ``clapnq``, built once by
 :func:`e2e_retriever`). Only *bootstrapped* traces become demos there (``max_labeled_demos = 0``: a QA
 example has none of a judgement's fields). The compiled demos of the predictors no judgement stage
@@ -33,6 +34,7 @@ from optimize.metrics import e2e_metric
 from optimize.optimizers import counted, make_optimizer, run_optimizer
 from optimize.progress import Reporter
 from optimize.usage import UsageMeter
+from programs.base import RAGModule
 from programs.selfrag import SelfRAG
 
 E2E_COLLECTION = "clapnq"
@@ -142,27 +144,35 @@ def compile_judgement(program: SelfRAG, judgement: str, *, loader: SplitLoader, 
 # ---------------------------------------------------------------- end to end
 
 
-def e2e_retriever(knowledge_base: Callable[[str], Any], datasets_dir: Path, reporter: Reporter | None = None,
-                  corpus: str = E2E_COLLECTION, retriever_of: Callable[[Any], Any] | None = None) -> Any:
-    """Retriever over the ``corpus`` collection (``clapnq``; ``cmrc-qa`` for Chinese; ``knowledge_base(name)``
-    opens it), ingesting ``corpus_documents(corpus)`` once, when the collection is empty;
-    ``retriever_of(kb)`` builds it (default: the collection's own retriever)."""
+def e2e_knowledge_base(knowledge_base: Callable[[str], Any], datasets_dir: Path, reporter: Reporter | None = None,
+                       corpus: str = E2E_COLLECTION) -> Any:
+    """The ``corpus`` collection (``clapnq``; ``cmrc-qa`` for Chinese; ``knowledge_base(name)`` opens it),
+    ingesting ``corpus_documents(corpus)`` once, when the collection is empty."""
     reporter = reporter or Reporter()
     kb = knowledge_base(corpus)
     if kb.is_empty():
         docs = sources.corpus_documents(corpus, datasets_dir)
         reporter.log(f"building the {corpus!r} collection from {len(docs)} documents (once)")
         kb.add_documents(docs)
+    return kb
+
+
+def e2e_retriever(knowledge_base: Callable[[str], Any], datasets_dir: Path, reporter: Reporter | None = None,
+                  corpus: str = E2E_COLLECTION, retriever_of: Callable[[Any], Any] | None = None) -> Any:
+    """Retriever over :func:`e2e_knowledge_base`; ``retriever_of(kb)`` builds it (default: the collection's
+    own retriever)."""
+    kb = e2e_knowledge_base(knowledge_base, datasets_dir, reporter, corpus)
     return retriever_of(kb) if retriever_of is not None else kb.retriever()
 
 
-def compile_e2e(program: SelfRAG, *, loader: SplitLoader, optimizer: str = "bootstrap", train: int | None = 20,
+def compile_e2e(program: RAGModule, *, loader: SplitLoader, optimizer: str = "bootstrap", train: int | None = 20,
                 dev: int | None = 10, budget: int | None = None, num_threads: int = 1, keep: Sequence[str] = (),
                 reflection_lm: dspy.LM | None = None, reporter: Reporter | None = None,
                 meter: UsageMeter | None = None, seed: int = SEED,
                 teacher_lm: dspy.BaseLM | None = None) -> tuple[StageReport, dict[str, Any]]:
-    """Compile the whole ``program`` on ``qa_en`` with ``e2e_metric``; predictors named in ``keep`` keep
-    their current state, the others take the end-to-end demos. Runs the program sequentially."""
+    """Compile the whole ``program`` (SelfRAG or any registered program: every named predictor, a strategy
+    program's retrieval steps included) on ``qa_en`` with ``e2e_metric``; predictors named in ``keep``
+    keep their current state, the others take the end-to-end demos. Runs the program sequentially."""
     reporter = reporter or Reporter()
     meter = meter or UsageMeter()
     trainset = sample_split("qa_en", "train", train, loader, seed)

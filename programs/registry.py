@@ -61,12 +61,19 @@ class ProgramSpec:
 
     @property
     def cls(self) -> type[RAGModule]:
+        """The registered class; for a compiled artifact, the program its header names (a ``compile
+        --program iterative`` artifact is an ``IterativeRAG``); ArtifactError for an unusable artifact."""
+        if self.artifact is not None:
+            from programs.artifacts import artifact_program  # it imports this module
+
+            return program_class(artifact_program(self.artifact))
         return program_class(self.name)
 
 
 def parse_program(text: str, default_compiled: str = "selfrag") -> ProgramSpec:
-    """``selfrag`` → the class; ``compiled:PATH`` → ``default_compiled`` (or the artifact header's
-    program, decided when it is loaded) with that artifact. Raises ValueError for an unknown name."""
+    """``selfrag`` → the class; ``compiled:PATH`` → that artifact, whose class is the one its header
+    names (read when it is built, :attr:`ProgramSpec.cls`; ``name`` is ``default_compiled``). Raises
+    ValueError for an unknown name."""
     text = text.strip()
     if text.startswith(COMPILED_PREFIX):
         path = text[len(COMPILED_PREFIX):].strip()

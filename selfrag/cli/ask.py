@@ -22,7 +22,9 @@ if TYPE_CHECKING:  # pragma: no cover
 def ask(
     question: Annotated[str, typer.Argument(help="The question to answer.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the full result (answer, citations, trace) as JSON.")] = False,
-    program: Annotated[Optional[Path], typer.Option("--program", help="Compiled artifact to load (JSON).")] = None,
+    program: Annotated[Optional[Path], typer.Option(
+        "--program", help="Compiled artifact to load (JSON); answers as the program it was compiled for, "
+                          "unless --strategy.")] = None,
     strict: Annotated[bool, typer.Option(
         "--strict", help="Refuse an artifact whose content does not match its recorded hash.")] = False,
     profile: ProfileOpt = None,
@@ -44,6 +46,10 @@ def ask(
     question = decoded(question)
     if not question.strip():
         fail("the question is empty", 2)
+    if program is not None and strategy is None and program.is_file():  # the artifact names its program
+        from programs.artifacts import artifact_program
+
+        strategy = artifact_program(program)
     settings = settings_from(config, {
         "lm": {"profile": profile, "model": model, "threads": threads},
         "program": {"retrieve_mode": mode, "strategy": strategy},

@@ -2,9 +2,12 @@
 
 The composition root of a compile: settings → LMs (and, for ``--e2e``, the ``clapnq`` knowledge base)
 through :mod:`selfrag.wiring`, folders from :mod:`selfrag.paths`, handed to
-:func:`optimize.compile.compile_program`. ``--data DIR`` compiles on a derived data folder (``selfrag
-data derive``; its collection answers the end-to-end and calibrate stages); ``--teacher MODEL``
-bootstraps the demos with a stronger LM (and is GEPA's reflection LM).
+:func:`optimize.compile.compile_program` — or, with ``--program NAME`` (another registered program, end
+to end only: ``--e2e``, no judgement, no ``--calibrate``), to
+:func:`optimize.compile_strategy.compile_strategy_program` with the components ``wiring.strategy_components``
+gives, as ``selfrag eval`` builds it. ``--data DIR`` compiles on a derived data folder (``selfrag data
+derive``; its collection answers the end-to-end and calibrate stages); ``--teacher MODEL`` bootstraps the
+demos with a stronger LM (and is GEPA's reflection LM).
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from selfrag.errors import SelfRAGError
 def compile_cmd(
     optimizer: Annotated[str, typer.Option("--optimizer", "-o", help="bootstrap | random-search | mipro | gepa.")]
     = "bootstrap",
-    judgement: Annotated[str, typer.Option(
-        "--judgement", "-j", help="retrieve | relevance | support | usefulness | all (comma list allowed).")] = "all",
+    judgement: Annotated[Optional[str], typer.Option(
+        "--judgement", "-j", help="retrieve | relevance | support | usefulness | all (comma list allowed) | none "
+                                  "(default: all for selfrag, none for another --program).")] = None,
     train: Annotated[int, typer.Option("--train", help="Training examples per judgement.")] = 50,
     dev: Annotated[int, typer.Option("--dev", help="Dev examples per judgement, scored before and after (0 = skip).")]
     = 40,
@@ -70,10 +74,15 @@ def compile_cmd(
     language: Annotated[str, typer.Option(
         "--language", help="en (ClapNQ/HaluEval sets) | zh (the CMRC-derived Chinese sets: relevance_zh, "
                            "support_zh, usefulness_zh, retrieve_zh, qa_zh).")] = "en",
+    program: Annotated[str, typer.Option(
+        "--program", help="The registered program to compile: selfrag (judgements, end to end, calibrate) or "
+                          "another (iterative, decompose-serial...: end to end only, with --e2e).")] = "selfrag",
     config: ConfigOpt = None,
 ) -> None:
-    """Compile SelfRAG's judgements on their labelled sets and write a compiled artifact with its manifest."""
+    """Compile SelfRAG's judgements on their labelled sets (or another registered program end to end) and
+    write a compiled artifact with its manifest."""
     from optimize.compile import check_request, compile_program
+    from optimize.compile_strategy import compile_strategy_program
     from optimize.derived_data import read_manifest
     from optimize.errors import OptimizeError
     from optimize.optimizers import OPTIMIZERS
@@ -93,13 +102,16 @@ def compile_cmd(
     if teacher is not None and (not teacher.strip() or teacher.strip() == "litellm"):
         fail("--teacher needs a profile (local, tiny), a .gguf path or a LiteLLM model string such as "
              "openai/gpt-4o-mini", 2)
+    if judgement is None:
+        judgement = "all" if program == "selfrag" else "none"
     request = dict(optimizer=optimizer, judgements=judgement, e2e=e2e, train=train, dev=dev, e2e_train=e2e_train,
                    e2e_dev=e2e_dev, budget=budget, name=name)
     objective = parse_objective(answer_objective)
     if start_from is not None and not start_from.is_file():
         fail(f"--from: compiled artifact not found: {start_from}", 2)
     try:
-        check_request(**request, calibrate=calibrate, with_answer=data is not None)  # before any model is loaded
+        check_request(**request, calibrate=calibrate, with_answer=data is not None,  # before any model is loaded
+                      program=program)
         data_manifest = read_manifest(data) if data is not None else None
     except OptimizeError as exc:
         fail(str(exc), 2)
@@ -119,13 +131,18 @@ def compile_cmd(
         lms = wiring.build_lms(settings)
         teacher_lm = wiring.build_teacher_lm(settings, teacher) if teacher else None
         with RichReporter(console) as reporter:
-            result = compile_program(
-                settings, lms=lms, splits_dir=paths.splits_dir(), out_dir=out_dir or paths.artifacts_dir(),
-                num_threads=parallel, reporter=reporter,
-                knowledge_base=lambda collection: wiring.build_knowledge_base(settings, collection=collection),
-                datasets_dir=paths.datasets_dir(), start_from=start_from, calibrate_sizes=sizes,
-                answer_objective=objective, verified_precision=verified_precision, data_dir=data, teacher_lm=teacher_lm, retriever=retriever,
-                language=language, retriever_of=lambda kb: wiring.build_retriever(settings, kb), **request)
+            common = dict(lms=lms, splits_dir=paths.splits_dir(), out_dir=out_dir or paths.artifacts_dir(),
+                          num_threads=parallel, reporter=reporter, datasets_dir=paths.datasets_dir(),
+                          knowledge_base=lambda name: wiring.build_knowledge_base(settings, collection=name),
+                          start_from=start_from, data_dir=data, teacher_lm=teacher_lm, language=language,
+                          retriever_of=lambda kb: wiring.build_retriever(settings, kb))
+            if program == "selfrag":
+                result = compile_program(settings, **common, calibrate_sizes=sizes, answer_objective=objective,
+                                         verified_precision=verified_precision, retriever=retriever, **request)
+            else:  # built as `selfrag eval` builds it, compiled end to end
+                result = compile_strategy_program(
+                    settings, program, **common, **e2e_request(request),
+                    components_of=lambda kb, retriever: wiring.strategy_components(settings, kb, retriever))
     except (OptimizeError, ArtifactError) as exc:
         fail(str(exc), 2)
     except SelfRAGError as exc:
@@ -135,6 +152,14 @@ def compile_cmd(
 
     render(result.manifest)
     console.print(f"Wrote {result.artifact} and {result.manifest_path}")
+
+
+def e2e_request(request: dict) -> dict:
+    """The end-to-end part of a compile request, its sizes defaulted as SelfRAG's end-to-end stage does."""
+    train, dev = request["train"], request["dev"]
+    return {"optimizer": request["optimizer"], "budget": request["budget"], "name": request["name"],
+            "e2e_train": request["e2e_train"] if request["e2e_train"] is not None else min(train, 20),
+            "e2e_dev": request["e2e_dev"] if request["e2e_dev"] is not None else min(dev, 10)}
 
 
 def parse_objective(text: str):

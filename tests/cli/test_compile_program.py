@@ -1,0 +1,60 @@
+"""`selfrag compile --program NAME`: a strategy program compiled end to end through the CLI (scripted LM,
+a stand-in collection), the combinations it refuses before any model is loaded, and `ask --program` answering
+as the program an artifact was compiled for."""
+
+import json
+
+import dspy
+import pytest
+from typer.testing import CliRunner
+
+from programs.artifacts import read_artifact
+from selfrag.cli.app import app
+from tests.cli.test_ask import workspace  # noqa: F401  (fixture)
+from tests.optimize.test_compile import fake_lms
+from tests.optimize.test_compile_strategy import SCRIPT, FakeKB, QueryRetriever, compile_iterative, qa_loader
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--program", "iterative"], "--program iterative compiles end to end only: use --e2e --judgement none"),
+    (["--program", "iterative", "--e2e", "--judgement", "support"], "compiles end to end only"),
+    (["--program", "decompose-serial", "--e2e", "--calibrate"], "--calibrate are SelfRAG's"),
+    (["--program", "bogus", "--e2e"], "unknown program 'bogus'"),
+])
+def test_bad_combinations_are_refused_before_any_model_is_loaded(tmp_path, monkeypatch, args, message):
+    def no_model(settings):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr("selfrag.wiring.build_lms", no_model)
+    result = runner.invoke(app, ["compile", "--out-dir", str(tmp_path), *args])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_compiles_iterative_end_to_end(tmp_path, monkeypatch):
+    lms, engine = fake_lms(SCRIPT)
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: lms)
+    monkeypatch.setattr("selfrag.wiring.build_knowledge_base",
+                        lambda settings, collection=None, embedder=None: FakeKB(QueryRetriever()))
+    monkeypatch.setattr("optimize.compile_strategy.load_split", lambda task, split, splits_dir: qa_loader(task, split))
+    result = runner.invoke(app, ["compile", "--program", "iterative", "--e2e", "--e2e-train", "3", "--e2e-dev", "2",
+                                 "--budget", "2", "--name", "it", "--out-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "e2e_metric" in result.output and "LM calls" in result.output
+    payload = read_artifact(tmp_path / "it.json")
+    assert payload["program"] == "IterativeRAG" and len(payload["state"]["next_query"]["demos"]) == 2
+    manifest = json.loads((tmp_path / "it.manifest.json").read_text())
+    assert manifest["program_name"] == "iterative" and manifest["cost"]["lm_calls"] == len(engine.calls)
+
+
+def test_ask_answers_as_the_program_the_artifact_was_compiled_for(workspace, tmp_path):  # noqa: F811
+    compiled, _ = compile_iterative(tmp_path / "artifacts")
+    workspace.script.update(SCRIPT)
+    result = runner.invoke(app, ["ask", "What is the range of the Heron?", "--program", str(compiled.artifact),
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    steps = [s["step"] for s in json.loads(result.output[result.output.index("{"):])["trace"]]
+    assert "retrieve_decision" not in steps and "generate_answer" in steps  # IterativeRAG, not SelfRAG
