@@ -16,7 +16,7 @@ import typer
 from rich.table import Table
 
 from selfrag import paths
-from selfrag.cli.common import ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, fail, settings_from
+from selfrag.cli.common import ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, fail, plain, settings_from
 from selfrag.errors import SelfRAGError
 
 def compile_cmd(
@@ -130,7 +130,7 @@ def compile_cmd(
         fail(str(exc))
 
     render(result.manifest)
-    console.print(f"Wrote {result.artifact} and {result.manifest_path}")
+    console.print(plain(f"Wrote {result.artifact} and {result.manifest_path}"))
 
 
 def parse_objective(text: str):

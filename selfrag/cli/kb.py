@@ -365,9 +365,9 @@ def reindex(
     if name in existing and ChromaStore(client, name, "auto").recorded_embedder() == new.name:
         console.print(plain(f"collection {name!r} is already embedded with {new.name!r}; nothing to do"))
         return
-    with err_console.status(f"re-embedding {name!r} with {new.name}…", spinner="dots") as status:
+    with err_console.status(plain(f"re-embedding {name!r} with {new.name}…"), spinner="dots") as status:
         report = _reindex(client, name, new, s.kb.write_batch_size,
-                          progress=lambda done, total: status.update(f"re-embedding {name!r}: {done}/{total}"))
+                          progress=lambda done, total: status.update(plain(f"re-embedding {name!r}: {done}/{total}")))
     console.print(plain(f"re-embedded {report.chunks} chunk(s) of {name!r}: {report.old_embedder} → "
                         f"{report.new_embedder} in {report.seconds:.1f} s"
                         + (" (restored from an interrupted reindex first)" if report.recovered else "")))
