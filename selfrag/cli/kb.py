@@ -306,18 +306,23 @@ def delete_collection(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking for confirmation.")] = False,
     config: ConfigOpt = None,
 ) -> None:
-    """Delete a collection (its chunks and BM25 index); asks first unless --yes."""
+    """Delete a collection (its chunks, BM25 index and indexes built by ingest --index); asks first unless --yes."""
     from selfrag.kb.factory import list_collections
+    from selfrag.kb.indexes import delete_indexes, present_indexes
 
     s = _settings(config, name)
     chunks = dict(list_collections(s.kb))
     if name not in chunks:
         fail(f"no collection named {name!r}", 1)
-    console.print(plain(f"collection {name!r}: {chunks[name]} chunk(s) will be deleted"))
-    confirm_or_fail(f"delete collection {name!r} ({chunks[name]} chunks)?", yes,
+    indexes = present_indexes(name, chunks)
+    also = "".join(f" and its {kind} index ({n} node(s))" for kind, n in indexes.items())
+    console.print(plain(f"collection {name!r}: {chunks[name]} chunk(s){also} will be deleted"))
+    confirm_or_fail(f"delete collection {name!r} ({chunks[name]} chunks){also}?", yes,
                     f"not deleting {name!r} without confirmation: pass --yes")
-    _knowledge_base(s).delete_collection()
-    console.print(plain(f"deleted collection {name}"))
+    kb = _knowledge_base(s)
+    delete_indexes(kb, indexes)
+    kb.delete_collection()
+    console.print(plain(f"deleted collection {name}" + (f" and its indexes ({', '.join(indexes)})" if indexes else "")))
 
 
 def remove_source(
