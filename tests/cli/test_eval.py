@@ -64,6 +64,7 @@ def test_cli_eval_on_a_dead_backend_exits_1(hash_kb_settings, tmp_path, monkeypa
     assert result.exit_code == 1
     assert "| vanilla-rag | 5 | 5 |" in result.stdout
     assert result.stderr.startswith("error: every question failed")
+    assert "5 question error(s): unreachable 5" in " ".join(result.stdout.split())
 
 
 def summarise(texts):
