@@ -22,6 +22,8 @@ def serve(
     = None,
     collection: CollectionOpt = None,
     program: Annotated[Optional[Path], typer.Option("--program", help="Compiled artifact to load (JSON).")] = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Refuse an artifact whose content does not match its recorded hash.")] = False,
     threads: ThreadsOpt = None,
     max_queue: Annotated[Optional[int], typer.Option("--max-queue", help="Questions that may wait for the model.")]
     = None,
@@ -61,7 +63,7 @@ def serve(
     from selfrag.service.runtime import build_service_runtime
 
     err_console.print(plain(f"loading the knowledge base and the model ({settings.lm.profile})…"))
-    runtime = build_service_runtime(settings, service)  # user errors: SelfRAGError / ArtifactError at the boundary
+    runtime = build_service_runtime(settings, service, strict=strict)  # user errors: SelfRAGError / ArtifactError at the boundary
     app = create_app(runtime, service, token=token)
     auth = "bearer token required" if token else "no auth (loopback only)"
     err_console.print(plain(f"serving on http://{service.host}:{service.port} ({auth})"))
