@@ -3,7 +3,8 @@ question, and the build cost of the multi-representation and RAPTOR indexes.
 
     # with the LM (the lead runs these serially)
     flock /tmp/llm.lock nice .venv/bin/python bench/bench_retrieval.py --profile local --questions 20 \\
-        --workdir /tmp/bench_retrieval [--strategies plain,multi_query,step_back,decompose,hyde,rerank,iterative]
+        --workdir /tmp/bench_retrieval
+        [--strategies plain,multi_query,step_back,decompose,hyde,rerank,rerank_judge,iterative]
         [--index-docs 40] [--representations sentences,summary,questions]
     # without any LM: plain hybrid and the sentence children of the multi-representation index
     nice -n 19 .venv/bin/python bench/bench_retrieval.py --profile none --dataset cmrc --embedding-model use-m3
@@ -41,6 +42,7 @@ QUERY_STRATEGIES = {
     "decompose": {"transforms": ["decompose"]},
     "hyde": {"transforms": ["hyde"]},
     "rerank": {"rerank": "listwise", "rerank_pool": 10},
+    "rerank_judge": {"rerank": "judge", "rerank_pool": 10},  # P(relevant) from the LM's log-probabilities
     "iterative": {"strategy": "iterative", "max_iterations": 2},
 }
 DATASETS = {"clapnq": ("qa_en", "clapnq"), "cmrc": ("qa_zh", "cmrc2018")}  # dataset -> (split, passage source)
@@ -63,7 +65,8 @@ def fake_lms():
 
     lm, _ = scripted_lm({"paraphrase_query": echo("paraphrases", True), "decompose_question": echo("sub_questions", True),
                          "step_back_question": echo("step_back_question"), "hypothetical_passage": echo("hypothetical_passage"),
-                         "rerank": {"ranking": []}, "next_query": lambda inp: {"next_query": inp["question"]},
+                         "rerank": {"ranking": []}, "grade_relevance_batch": {"verdicts": []},
+                         "next_query": lambda inp: {"next_query": inp["question"]},
                          "generate_answer": {"answer": "x", "citations": [1], "answerable": True},
                          "judge_support": {"support": "fully"}, "summarize_texts": lambda inp: {"summary": inp["texts"][:300]},
                          "hypothetical_questions": {"questions": ["what is this about?"]}})
@@ -122,7 +125,8 @@ def query_strategies(strategies, kb, questions, lms, rows) -> None:
                 return [Passage(id=i, text="", metadata=found[i][1]) for i in ids if i in found], r.usage.lm_calls
             measure("iterative (all rounds' passages)", full, run, questions, rows, cut=None)
         else:
-            wrapped = TransformingRetriever(base, cfg, lm=lm, critic_lm=critic, adapter=adapter)
+            wrapped = TransformingRetriever(base, cfg, lm=lm, critic_lm=critic, adapter=adapter,
+                                            logprobs=True)  # rerank_judge: P(relevant) from log-probabilities
 
             def run(q, wrapped=wrapped):
                 return wrapped.retrieve(q, k=K), wrapped.last_trace.usage.lm_calls

@@ -11,6 +11,8 @@ probabilities, read from token log-probabilities):
 3. **stated** (the answer check) on ``qa_en``: per question, retrieve and grade as in a first round, then
    the check's P(the passages state the answer); positive = the question is answerable. Same objective as
    the answer stage (default: false abstention ≤ 0.1). Skipped (size 0) for a program without the check.
+   The same scores fit ``verified``: the lowest P(stated) above which ≥ 90% (``verified_precision``) of
+   the questions are answerable; above it the checked draft skips the support judge.
 4. **answer** on ``qa_en``: the program runs end to end with the answer threshold at 0 (it answers
    whenever it has a candidate) and records the chosen candidate's confidence; an answer "should be
    given" when the question is answerable and at least half of the answer's tokens are in a gold answer
@@ -31,12 +33,13 @@ from typing import Any
 
 from optimize import metrics as M
 from optimize.calibration import ece, fit_threshold, plot_coverage_accuracy, reliability_diagram
-from optimize.calibration import coverage_accuracy_curve, evaluate_threshold
+from optimize.calibration import coverage_accuracy_curve, evaluate_threshold, fit_min_precision
 from programs.thresholds import Thresholds
 from programs.types import Passage, Usage
 
 SplitLoader = Callable[[str, str], Sequence[Any]]
 DEFAULT_ANSWER_OBJECTIVE: tuple[str, float] = ("max_false_abstention", 0.1)
+DEFAULT_VERIFIED_PRECISION = 0.9
 
 
 def _fit(name: str, probs: list[float], labels: list[bool], objective: Any, out_dir: Path | None,
@@ -149,9 +152,12 @@ def calibrate_answer(program: Any, examples: Sequence[Any], objective: Any,
     return threshold, report, usage
 
 
-def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any,
-                     out_dir: Path | None) -> tuple[float, dict, Usage]:
-    """P(stated) of the answer check on each question's first-round passages vs. whether it is answerable."""
+def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_dir: Path | None,
+                     verified_precision: float | None = DEFAULT_VERIFIED_PRECISION) -> tuple[float, dict, Usage]:
+    """P(stated) of the answer check on each question's first-round passages vs. whether it is answerable.
+    With ``verified_precision``, the same scores also fit the ``verified`` threshold (``report["verified"]``):
+    the lowest P(stated) above which at least that share of the questions is answerable (≥ 3 of them),
+    i.e. where the check is sure enough to stand in for the support judge; none found = never skip."""
     usage, probs, labels, no_relevant = Usage(), [], [], 0
     for ex in examples:
         p, tracer = program.stated_probability(str(M.field_value(ex, "question")))
@@ -163,12 +169,16 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any,
         labels.append(bool(M.field_value(ex, "answerable", True)))
     threshold, report = _fit("stated", probs, labels, objective, out_dir, Thresholds().stated)
     report["questions"], report["not_checked"] = len(examples), no_relevant
+    if verified_precision is not None and probs and len(set(labels)) == 2:
+        verified, curve = fit_min_precision(probs, labels, verified_precision)
+        report["verified"] = {"precision_target": verified_precision, "threshold": verified, "curve": curve}
     return threshold, report, usage
 
 
 def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrieve: int | None = 60,
               relevance: int | None = 30, stated: int | None = 24, answer: int | None = 24,
               answer_objective: Any = DEFAULT_ANSWER_OBJECTIVE,
+              verified_precision: float | None = DEFAULT_VERIFIED_PRECISION,
               out_dir: Path | None = None, answer_examples: Sequence[Any] | None = None,
               reporter: Any = None) -> dict[str, Any]:
     """Fit the thresholds in order (each later stage runs with the earlier fitted ones: the answer stage
@@ -177,7 +187,8 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
     A size of 0 skips that stage: its threshold stays what the program has (the artifact it was compiled
     from, e.g. ``selfrag compile --from``), else the default. ``answer_examples`` overrides
     the ``qa_en`` examples of the stated and answer stages (already balanced / limited by the caller).
-    The stated stage is skipped for a program without the answer check (``config.answer_check``)."""
+    The stated stage is skipped for a program without the answer check (``config.answer_check``); it
+    also fits ``verified`` unless ``verified_precision`` is None (then ``verified`` stays as it was)."""
     out_dir = Path(out_dir) if out_dir is not None else None
     fitted, sections, total = getattr(program, "compiled_thresholds", None) or Thresholds(), {}, Usage()
     if not getattr(getattr(program, "config", None), "answer_check", False):
@@ -195,9 +206,14 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
         else:
             exs = list(answer_examples) if answer_examples is not None else list(loader("qa_en", split))
             exs = exs[:size] if size is not None else exs
-            fit = calibrate_stated if name == "stated" else calibrate_answer
-            th, rep, usage = fit(program, exs, answer_objective, out_dir)
-        fitted = fitted.model_copy(update={name: th})
+            if name == "stated":
+                th, rep, usage = calibrate_stated(program, exs, answer_objective, out_dir, verified_precision)
+            else:
+                th, rep, usage = calibrate_answer(program, exs, answer_objective, out_dir)
+        update = {name: th}
+        if name == "stated" and "verified" in rep:  # None fitted: never skip the support judge
+            update["verified"] = rep["verified"]["threshold"] if rep["verified"]["threshold"] is not None else 1.0
+        fitted = fitted.model_copy(update=update)
         program.compiled_thresholds = fitted
         rep["cost"] = usage.model_dump()
         sections[name] = rep

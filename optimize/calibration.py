@@ -102,6 +102,27 @@ def evaluate_threshold(probs: Sequence[float], labels: Sequence[bool | int], thr
     )
 
 
+def fit_min_precision(probs: Sequence[float], labels: Sequence[bool | int], precision: float,
+                      min_count: int = 3) -> tuple[float | None, list[dict[str, float]]]:
+    """The lowest threshold t such that the examples with prob ≥ t are positive at least ``precision`` of
+    the time, counting only rules that select at least ``min_count`` examples; None when no rule does.
+    Returns it with the curve (threshold, selected share, precision) it was read from."""
+    if not 0.0 <= precision <= 1.0:
+        raise ValueError(f"precision target must lie in [0, 1], got {precision}")
+    ps, ys = _checked(probs, labels)
+    curve, best = [], None
+    for t in candidate_thresholds(ps):
+        picked = [y for p, y in zip(ps, ys) if p >= t]
+        if not picked:
+            continue
+        prec = sum(picked) / len(picked)
+        curve.append({"threshold": round(t, 9), "selected": round(len(picked) / len(ps), 4),
+                      "precision": round(prec, 4)})
+        if best is None and len(picked) >= min_count and prec >= precision:
+            best = t
+    return (None if best is None else round(best, 9)), curve
+
+
 def threshold_curve(probs: Sequence[float], labels: Sequence[bool | int]) -> list[CurvePoint]:
     """Every distinct decision rule on this data, by increasing threshold."""
     ps, ys = _checked(probs, labels)

@@ -26,7 +26,7 @@ from typing import Any
 
 import dspy
 
-from optimize.calibrate import DEFAULT_ANSWER_OBJECTIVE, calibrate
+from optimize.calibrate import DEFAULT_ANSWER_OBJECTIVE, DEFAULT_VERIFIED_PRECISION, calibrate
 from optimize.derived_data import derived_loader, read_manifest
 from optimize.errors import CompileError
 from optimize.eval_examples import balanced
@@ -97,6 +97,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                     reporter: Reporter | None = None, loader: SplitLoader | None = None,
                     seed: int = SEED, start_from: Path | str | None = None, calibrate_sizes: dict | None = None,
                     answer_objective: Any = DEFAULT_ANSWER_OBJECTIVE, data_dir: Path | str | None = None,
+                    verified_precision: float = DEFAULT_VERIFIED_PRECISION,
                     teacher_lm: Any = None, language: str = "en",
                     retriever_of: Callable[[Any], Any] | None = None) -> CompileResult:
     """Compile SelfRAG's judgements (and end to end with ``e2e``) and write the artifact and its manifest.
@@ -121,6 +122,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         calibrate_sizes: run the calibrate stage (:mod:`optimize.calibrate`) after the optimizer stages,
             with these sizes (``{"retrieve": 60, "relevance": 30, "answer": 24}``, 0 skips one); None = no.
         answer_objective: the answer threshold's objective (``"accuracy"`` or ``("max_false_abstention", x)``).
+        verified_precision: the share of answerable questions above the ``verified`` threshold it is fitted for.
         data_dir: a derived data folder (:mod:`optimize.derived_data`) read instead of ``splits_dir``;
             ``"all"`` then includes the ``answer`` stage.
         teacher_lm: the teacher LM of the bootstrapping optimizers and GEPA's reflection LM.
@@ -188,7 +190,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         answer_examples = balanced(list(loader("qa_en", "train")), qa_n) if qa_n else None
         calibration = calibrate(program, loader=loader, out_dir=out_dir / f"{name}.calibration",
                                 answer_objective=answer_objective, answer_examples=answer_examples,
-                                reporter=reporter, **sizes)
+                                verified_precision=verified_precision, reporter=reporter, **sizes)
     seconds = round(time.perf_counter() - start, 2)
 
     manifest = build_manifest(program, settings, optimizer=optimizer, budget=budget, params=params, stages=stages,

@@ -194,8 +194,16 @@ def _label_match(field: str):
     return metric
 
 
-retrieve_accuracy = _label_match("decision")
-retrieve_accuracy.__name__ = "retrieve_accuracy"
+def retrieve_accuracy(example: Any, pred: Any, trace: Any = None) -> float | bool:
+    """1 when ``pred.decision`` equals ``example.decision`` (case-insensitive), where "continue" on a
+    question with no answer so far means "yes" — the program reads it so (P(retrieve) = P(yes) +
+    P(continue)), and the local model says "continue" for most first decisions."""
+    gold, got = _label(field_value(example, "decision")), _label(field_value(pred, "decision"))
+    if got == "continue" and gold != "continue" and not str(field_value(example, "answer_so_far") or "").strip():
+        got = "yes"
+    return _result(float(bool(gold) and gold == got), trace)
+
+
 relevance_accuracy = _label_match("relevance")
 support_accuracy = _label_match("support")
 

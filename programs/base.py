@@ -117,7 +117,8 @@ class RAGModule(dspy.Module):
         overrides = {name: value for name, value in (("retrieve", cfg.retrieve_threshold),
                                                      ("relevance", cfg.relevance_threshold),
                                                      ("answer", cfg.answer_threshold),
-                                                     ("stated", cfg.stated_threshold)) if value is not None}
+                                                     ("stated", cfg.stated_threshold),
+                                                     ("verified", cfg.verified_threshold)) if value is not None}
         return base.model_copy(update=overrides) if overrides else base
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RAGModule:

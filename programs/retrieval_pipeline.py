@@ -73,6 +73,7 @@ class RetrievalPlan:
     collections: list[str] | None = None
     where: dict[str, Any] | None = None
     caller_where: dict[str, Any] | None = None  # kept when self-query's filters are relaxed
+    web: Any = None  # routed to no collection with a web search: the question's WebBudget (StrategyRetrieval)
 
 
 class RetrievalPipeline(dspy.Module):

@@ -28,10 +28,18 @@ class Candidate:
     p_sup: dict[str, float] | None = None
     e_use: float | None = None
     p_answerable: float | None = None  # the drafter's P(answerable = true) (same call); None = not read
+    # The answer check's P(stated) when it stood in for the support judge (above the ``verified``
+    # threshold): the candidate's confidence and its support value in the score. None = not verified so.
+    verified: float | None = None
 
     def score(self, w_rel: float = 1.0, w_sup: float = 1.0, w_use: float = 0.5) -> float:
         """w_rel·P(relevant) + w_sup·(P(fully) + 0.5·P(partially)) + w_use·E[use] (use mapped to −1..1);
         with hard labels (no probabilities) the same formula on the decoded labels."""
+        if self.p_sup is None and self.verified is not None and not self.support_judged:
+            rel = self.p_rel if self.p_rel is not None else (1.0 if self.relevant else 0.0)
+            use = (self.e_use - 3.0) / 2.0 if self.e_use is not None else (
+                USEFULNESS_VALUE.get(self.usefulness, 0.0) if self.usefulness is not None else 0.0)
+            return w_rel * rel + w_sup * self.verified + w_use * use
         if self.p_sup is None:
             return candidate_score(self.relevant, self.support, self.usefulness, w_rel, w_sup, w_use)
         rel = self.p_rel if self.p_rel is not None else (1.0 if self.relevant else 0.0)
@@ -45,11 +53,12 @@ class Candidate:
 
     def confidence(self) -> float | None:
         """How far its passages back the answer: E[support] = P(fully) + 0.5·P(partially); None when the
-        support judge never ran on it. (Relevance already gated the passages through its own threshold;
+        support judge never ran on it — unless the answer check verified its passages, then P(stated).
+        (Relevance already gated the passages through its own threshold;
         on the local model P(relevant) is far from calibrated — dev ECE 0.35 — so multiplying it in
         would make the answer threshold track the relevance judge's scale instead of the evidence.)"""
         if not self.support_judged:
-            return None
+            return self.verified
         if self.p_sup is None:
             return SUPPORT_VALUE.get(self.support or "no", 0.0)
         total = sum(self.p_sup.values()) or 1.0

@@ -17,7 +17,8 @@ log-probabilities: without a scorer, ``judge``/``auto`` rerank by the program's 
 judgement, the ``retrieval.rerank_judge`` predictor; wired from ``lm.logprobs``) and ``metadata_schema`` (the collection's
 filterable keys for ``self_query``; a :class:`~programs.collection_routing.CollectionsRetriever`
 supplies its own). Routing and self-query run once per question (the plan is kept per trace), the
-transforms on every query the program retrieves for.
+transforms on every query the program retrieves for. A question routed to no collection is searched on
+the web when the program has a web search (at most ``max_web_rounds`` rounds), else retrieves nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import contextvars
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import dspy
+
 from programs.base import RAGModule
 from programs.filter_grammar import FieldSpec
 from programs.rerank import RelevanceScorer
@@ -33,6 +36,7 @@ from programs.retrieval_pipeline import RetrievalContext, RetrievalPipeline, Ret
 from programs.retriever_calls import accepts
 from programs.tracing import Tracer
 from programs.types import Passage
+from programs.web_budget import WebBudget
 
 # (the question's tracer, its plan): one plan per question, per thread/context.
 _PLAN: contextvars.ContextVar[tuple[Tracer, RetrievalPlan] | None] = contextvars.ContextVar(
@@ -78,4 +82,14 @@ class StrategyRetrieval:
         if not self.retrieval.active:
             return super()._retrieve(tracer, query, k)  # type: ignore[misc]
         plan = self.retrieval_plan(tracer, query)
+        if plan.collections == [] and self.web_search is not None:  # type: ignore[attr-defined]
+            if plan.web is None:  # routed to no collection: the web answers, within max_web_rounds
+                plan.web = WebBudget(self.config.max_web_rounds)  # type: ignore[attr-defined]
+            return self._web(tracer, plan.web, query)  # type: ignore[attr-defined]
         return self.retrieval.retrieve(self._retrieval_context(tracer), query, k, plan)
+
+    def _finish(self, tracer: Tracer, *args: Any, used_web: bool = False, **kwargs: Any) -> dspy.Prediction:
+        held = _PLAN.get()
+        routed_to_web = held is not None and held[0] is tracer and held[1].web is not None
+        finish = super()._finish  # type: ignore[misc]
+        return finish(tracer, *args, used_web=used_web or routed_to_web, **kwargs)

@@ -8,9 +8,11 @@ for the decoded label when a backend has none). Three thresholds turn probabilit
 * ``relevance``: keep a passage when P(relevant) ≥ the threshold;
 * ``answer``: answer with the final candidate when its confidence ≥ the threshold, else abstain;
 * ``stated``: before drafting, the answer check's P(the passages state the answer) ≥ the threshold, else
-  the source lacks the answer (no rewrite: web when allowed, else abstain).
+  the source lacks the answer (no rewrite: web when allowed, else abstain);
+* ``verified``: when the answer check is surer than this (P(stated) > it), the draft from the checked
+  passages goes without a support call — its confidence is P(stated). The default 1.0 never skips.
 
-The defaults are 0.5 each, which is the argmax of the two-way decision: with hard labels
+The defaults are 0.5 each (``verified`` 1.0), which is the argmax of the two-way decision: with hard labels
 (probability 1 for the decoded label) the program routes exactly as it does without soft scores,
 so an uncalibrated program keeps its measured behaviour, and ``selfrag compile``'s calibrate stage
 is what moves each threshold, on labelled dev data, towards its stated objective. For the answer
@@ -39,6 +41,9 @@ class Thresholds(BaseModel):
     answer: float = Field(0.5, ge=0.0, le=1.0, description="answer when the final candidate's confidence >= this")
     stated: float = Field(0.5, ge=0.0, le=1.0,
                           description="draft only when P(the passages state the answer) >= this (the answer check)")
+    verified: float = Field(1.0, ge=0.0, le=1.0,
+                            description="skip the support judge on the checked draft when P(stated) > this "
+                                        "(1.0 = always judge)")
 
 
 ABSTAIN_REASONS: dict[str, str] = {

@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # heavy imports stay out of CLI start-up
 
 logger = logging.getLogger(__name__)
 
+DEMO_DESCRIPTION = ("Demo corpus: Kestrel Works, a fictional maker of electric cargo bikes (the Heron and "
+                    "Swift models, batteries, the app, accessories, warranty, delivery; English and Chinese)")
+
 
 def build_knowledge_base(settings: Settings, collection: str | None = None, embedder: Any = None) -> KnowledgeBase:
     from selfrag.kb.factory import build_knowledge_base as _build
@@ -40,8 +43,12 @@ def ensure_demo_corpus(kb: KnowledgeBase, progress: bool = False) -> bool:
     collection at the default path, :func:`selfrag.kb.factory.is_default_knowledge_base`)."""
     if not kb.is_empty():
         return False
+    from selfrag.kb.collection_info import get_description, set_description
+
     logger.info("knowledge base is empty: ingesting the demo corpus from %s", paths.demo_corpus())
     kb.ingest([p for p in sorted(paths.demo_corpus().glob("*.md")) if p.name != "README.md"], progress=progress)
+    if not get_description(kb.store):  # what a router (program.route_collections) reads about it
+        set_description(kb.store, DEMO_DESCRIPTION)
     return True
 
 
@@ -193,21 +200,35 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
     resolved), the model files (building the LMs), the artifact (loaded into the program, ``strict``:
     a content-hash mismatch is refused instead of warned about). Only then is the demo corpus ingested
     into an empty knowledge base — when ``demo`` is True, or (None, the default) when it is the default
-    collection at the default path — and the web search built (the offline web fills its collection)."""
+    collection at the default path — and the web search built (the offline web fills its collection).
+    A strategy program whose components read that collection (``self_query``, ``route_collections``) is
+    checked over stand-ins before the ingest and given the components read after it."""
     from programs.artifacts import load_state_into
     from programs.registry import program_class
     from programs.strategy_retrieval import StrategyRetrieval
-    from selfrag.kb.factory import is_default_knowledge_base
     from programs.types import WebSearch
+    from selfrag.kb.factory import has_chunks, is_default_knowledge_base
+    from selfrag.kb.strategy_components import reads_collection, standin_components, strategy_settings_set
 
     kb = build_knowledge_base(settings)  # no collection is opened yet
     retriever_was_given = retriever is not None
     cls = program_class(settings.program.strategy)
-    components: dict[str, Any] = {"retriever": retriever if retriever_was_given else build_retriever(settings, kb)}
+    fill_demo = not retriever_was_given and (is_default_knowledge_base(settings.kb) if demo is None else demo)
+    base = retriever if retriever_was_given else build_retriever(settings, kb)
+    components: dict[str, Any] = {"retriever": base}
+    # A strategy program's components are read from the collection (metadata keys, descriptions); when the
+    # demo corpus is about to fill it, the program and its artifact are checked over stand-ins of the same
+    # shape, and it gets the real components once the corpus is in.
+    pending = False
     if issubclass(cls, StrategyRetrieval):
         if not retriever_was_given:
-            components = strategy_components(settings, kb, components["retriever"])
+            pending = fill_demo and reads_collection(settings.program) and not has_chunks(settings.kb)
+            components = (standin_components(kb, settings.program, base) if pending
+                          else strategy_components(settings, kb, base))
         components["logprobs"] = settings.lm.logprobs  # rerank judge / auto: the program's own relevance judgement
+    elif unused := strategy_settings_set(settings.program):
+        logger.warning("%s: only the strategy programs (iterative, decompose-serial) retrieve with them; "
+                       "program.strategy = %r ignores them", ", ".join(unused), settings.program.strategy)
     generator, critic, adapter = lms if lms is not None else build_lms(settings)
     try:
         program = cls(**components, web_search=None, config=settings.program, generator_lm=generator,
@@ -224,9 +245,11 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
         artifact = shipped  # compiled for SelfRAG only
     if artifact is not None:
         load_state_into(program, Path(artifact), strict=strict)
-    ingested = False
-    if not retriever_was_given and (demo if demo is not None else is_default_knowledge_base(settings.kb)):
-        ingested = ensure_demo_corpus(kb, progress=progress)
+    ingested = ensure_demo_corpus(kb, progress=progress) if fill_demo else False
+    if pending:
+        real = strategy_components(settings, kb, base)
+        schema = real.get("metadata_schema")
+        program.retriever, program.metadata_schema = real["retriever"], dict(schema) if schema else None
     web = build_web(settings)
     if web is not None and not isinstance(web, WebSearch):
         raise TypeError(f"web_search must implement search(query, max_results); got {type(web).__name__}")

@@ -188,3 +188,13 @@ def test_rerank_auto_judges_with_the_programs_own_relevance_judgement_when_the_l
     judge_off = off.model_copy(update={"program": program.model_copy(update={"rerank": "judge"})})
     with pytest.raises(ConfigError, match="lm.logprobs = true"):
         build_runtime(judge_off)
+
+
+def test_strategy_settings_on_a_program_without_strategies_are_named_in_a_warning(settings, caplog):
+    from selfrag.wiring import build_runtime
+
+    program = settings.program.model_copy(update={"transforms": ["hyde"], "self_query": True})
+    with caplog.at_level("WARNING", logger="selfrag.wiring"):
+        build_runtime(settings.model_copy(update={"program": program}))
+    assert "program.transforms, program.self_query: only the strategy programs" in caplog.text
+    assert "'selfrag' ignores them" in caplog.text

@@ -27,7 +27,9 @@ def ask(
         "--strict", help="Refuse an artifact whose content does not match its recorded hash.")] = False,
     profile: ProfileOpt = None,
     model: ModelOpt = None,
-    strategy: Annotated[Optional[str], typer.Option("--strategy", help="selfrag | crag (corrective retrieval).")] = None,
+    strategy: Annotated[Optional[str], typer.Option(
+        "--strategy", help="A registered program: selfrag | crag | iterative | decompose-serial | vanilla-rag | "
+                           "graded-rag | no-retrieval.")] = None,
     mode: Annotated[Optional[str], typer.Option("--retrieve", help="Retrieval decision: adaptive | always | never.")] = None,
     web: Annotated[Optional[str], typer.Option("--web", help="Web fallback: none | tavily | offline.")] = None,
     collection: CollectionOpt = None,

@@ -53,6 +53,10 @@ def compile_cmd(
     cal_answer: Annotated[int, typer.Option("--cal-answer", min=0, help="qa_en questions, half unanswerable.")] = 24,
     answer_objective: Annotated[str, typer.Option(
         "--answer-objective", help="accuracy, or max-false-abstention=X (default 0.1).")] = "max-false-abstention=0.1",
+    verified_precision: Annotated[float, typer.Option(
+        "--verified-precision", min=0.0, max=1.0,
+        help="Fit the verified threshold (skip the support judge when the answer check is surer) so that this "
+             "share of the questions above it is answerable.")] = 0.9,
     start_from: Annotated[Optional[Path], typer.Option(
         "--from", help="Start from this compiled artifact (its demos, instructions and thresholds).")] = None,
     parallel: Annotated[int, typer.Option(
@@ -120,7 +124,7 @@ def compile_cmd(
                 num_threads=parallel, reporter=reporter,
                 knowledge_base=lambda collection: wiring.build_knowledge_base(settings, collection=collection),
                 datasets_dir=paths.datasets_dir(), start_from=start_from, calibrate_sizes=sizes,
-                answer_objective=objective, data_dir=data, teacher_lm=teacher_lm, retriever=retriever,
+                answer_objective=objective, verified_precision=verified_precision, data_dir=data, teacher_lm=teacher_lm, retriever=retriever,
                 language=language, retriever_of=lambda kb: wiring.build_retriever(settings, kb), **request)
     except (OptimizeError, ArtifactError) as exc:
         fail(str(exc), 2)

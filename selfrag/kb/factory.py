@@ -69,6 +69,11 @@ def list_collections(kb: KBSettings) -> list[tuple[str, int]]:
     return _list(make_client(kb.server, kb_folder(kb), kb.host, kb.port))
 
 
+def has_chunks(kb: KBSettings) -> bool:
+    """Whether ``kb.collection`` exists and holds chunks. Reads only (a missing store is not created)."""
+    return dict(list_collections(kb)).get(kb.collection, 0) > 0
+
+
 def describe_collections(kb: KBSettings) -> "list[ListedCollection]":
     """Every collection at the configured location with its description and indexes
     (:func:`selfrag.kb.collection_info.list_described`); none when a persistent location does not exist."""

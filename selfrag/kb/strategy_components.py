@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from programs.collection_routing import Collection, CollectionsRetriever
+from programs.filter_grammar import FieldSpec
 from programs.settings import ProgramSettings
 from programs.types import Retriever
 from selfrag.kb.collection_info import collections_retriever, metadata_schema
@@ -30,4 +32,28 @@ def strategy_components(kb: "KnowledgeBase", program: ProgramSettings,
     out: dict[str, Any] = {"retriever": retriever}
     if program.self_query:
         out["metadata_schema"] = metadata_schema(kb.store)
+    return out
+
+
+def strategy_settings_set(program: ProgramSettings) -> list[str]:
+    """The retrieval-strategy settings of ``program`` that differ from their defaults, by name."""
+    default = ProgramSettings()
+    return [f"program.{name}" for name in ("transforms", "route_collections", "self_query", "rerank")
+            if getattr(program, name) != getattr(default, name)]
+
+
+def reads_collection(program: ProgramSettings) -> bool:
+    """Whether the components of ``program``'s strategies are read from the stored chunks and descriptions."""
+    return program.route_collections or program.self_query
+
+
+def standin_components(kb: "KnowledgeBase", program: ProgramSettings, retriever: Retriever) -> dict[str, Any]:
+    """Components of the shape :func:`strategy_components` gives, read from nothing: for checking a program
+    (its settings, its artifact) before the collection they describe is filled (the demo corpus on a first
+    ``ask``); the real ones replace them once it is."""
+    if program.route_collections:
+        return {"retriever": CollectionsRetriever([Collection(kb.name, "", retriever)])}
+    out: dict[str, Any] = {"retriever": retriever}
+    if program.self_query:
+        out["metadata_schema"] = {"source": FieldSpec("source", "str", ())}  # every stored chunk has a source
     return out

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from programs.retriever_calls import call_retriever
 from programs.types import Passage
 from selfrag.kb.knowledge_base import KnowledgeBase
 from selfrag.kb.store import list_collections, validate_collection_name
@@ -136,10 +137,21 @@ class CollectionRetriever:
     def __deepcopy__(self, memo):  # a handle on shared stores, not program state: copies share it
         return self
 
-    def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list[Passage]:
+    def schema(self, collections: Any = None) -> dict[str, Any]:
+        """The filterable metadata keys of the current question's collection (self-query), read now: a
+        collection filled after start-up (the demo corpus, an upload) is seen as it is."""
+        from selfrag.kb.collection_info import metadata_schema
+
+        held = _current.get()
+        return metadata_schema(self.collections.get(held[0] if held is not None else None).store)
+
+    def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None, *,
+                 dense_query: str | None = None) -> list[Passage]:
+        """``dense_query`` (HyDE's passage): embedded for the dense search while BM25 keeps ``query``, when
+        the collection's retriever can split them (else the two searches are fused)."""
         held = _current.get()
         if held is None:  # outside a question: the default collection
             held = (self.collections.default, self.collections.answering_retriever())
         name, retriever = held
         with self.collections.lock(name):
-            return retriever.retrieve(query, k=k, filters=filters)
+            return call_retriever(retriever, query, k, filters, dense_query=dense_query)

@@ -53,9 +53,15 @@ def build_service_runtime(settings: "Settings", service: "ServiceSettings", stri
     not match its recorded hash is refused, not warned about); the demo corpus when the default
     collection is empty (``service.demo_corpus``); model weights loaded. Each question and search
     retrieves from its collection through :func:`selfrag.wiring.build_retriever` (over
-    ``retrieval.index`` when set)."""
+    ``retrieval.index`` when set); self-query reads that collection's metadata keys per question.
+    ``program.route_collections`` is refused (:class:`~selfrag.errors.ConfigError`): a request names its
+    collection."""
+    from selfrag.errors import ConfigError
     from selfrag.wiring import build_retriever, build_runtime, ensure_demo_corpus
 
+    if settings.program.route_collections:  # a request names its collection: nothing to route
+        raise ConfigError("program.route_collections is not served: each request answers from the collection "
+                          "it names; route with `selfrag ask` or `selfrag eval`")
     collections = Collections(settings.kb, settings.retrieval,  # questions and /v1/search: retrieval.index too
                               retriever_of=lambda kb, mode=None: build_retriever(settings, kb, mode))
     runtime = build_runtime(settings, retriever=collections.retriever(), strict=strict)

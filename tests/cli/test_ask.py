@@ -231,3 +231,46 @@ def test_strict_refuses_a_tampered_artifact(workspace, tmp_path, caplog):
     assert workspace.calls == []
     result = runner.invoke(app, ["ask", "What is the range of the Heron cargo bike?", "--program", str(path)])
     assert result.exit_code == 0 and "modified after it was saved" in caplog.text  # a warning (logged to stderr)
+
+
+# ---------------------------------------------------------- retrieval strategies on the first ask (issue 12)
+
+STRATEGY_SCRIPT = {**SCRIPT, "route_collections": {"chosen": ["default"]},
+                   "extract_filters": {"filters": [{"field": "language", "op": "eq", "value": "en"}]}}
+
+
+@pytest.mark.parametrize("routed", [False, True], ids=["self-query", "routed self-query"])
+def test_the_first_ask_into_an_empty_default_collection_plans_over_the_demo_corpus(workspace, monkeypatch,
+                                                                                     routed):
+    """The program's components (metadata schema, described collections) are read after the demo corpus
+    is ingested: the first question's self-query sees the demo's metadata keys, its router the collection."""
+    monkeypatch.setenv("SELFRAG_PROGRAM__SELF_QUERY", "true")
+    monkeypatch.setenv("SELFRAG_PROGRAM__ROUTE_COLLECTIONS", "true" if routed else "false")
+    workspace.script.update(STRATEGY_SCRIPT)
+    question = "What is the range of the Heron cargo bike?"
+    result = runner.invoke(app, ["ask", question, "--strategy", "iterative", "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    assert "ingested the demo corpus" in result.stderr
+    fields = [inputs["metadata_fields"] for role, inputs in workspace.calls if role == "extract_filters"]
+    assert len(fields) == 1 and "language (str)" in fields[0] and "title (str)" in fields[0]
+    payload = json.loads(result.stdout)
+    assert payload["answer"] == "About 80 km on the Eco setting." and not payload["abstained"]
+    filters = next(s for s in payload["trace"] if s["step"] == "filters")
+    assert filters["output"] == {"language": {"$eq": "en"}}
+    if routed:
+        routes = [inputs["collections"] for role, inputs in workspace.calls if role == "route_collections"]
+        assert routes and routes[0].startswith("default: ") and "(no description)" not in routes[0]
+
+
+@pytest.mark.parametrize("env, args, message", [
+    ({}, ["--program", "missing.json"], "artifact not found"),
+    ({"SELFRAG_PROGRAM__RERANK": "judge", "SELFRAG_LM__LOGPROBS": "false"}, [], "lm.logprobs = true"),
+], ids=["missing artifact", "bad program setting"])
+def test_a_strategy_program_reading_the_collection_is_refused_before_the_demo_is_ingested(
+        workspace, tmp_path, monkeypatch, env, args, message):
+    for name, value in {"SELFRAG_PROGRAM__SELF_QUERY": "true", "SELFRAG_PROGRAM__ROUTE_COLLECTIONS": "true",
+                        **env}.items():
+        monkeypatch.setenv(name, value)
+    result = runner.invoke(app, ["ask", "What is the range?", "--strategy", "iterative", *args])
+    assert result.exit_code == 2 and message in result.stderr, result.output
+    assert not (tmp_path / ".selfrag").exists() and workspace.calls == []  # checked over stand-ins

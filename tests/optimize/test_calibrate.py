@@ -1,6 +1,7 @@
 """The calibrate stage: thresholds fitted on the program's own soft scores, set on the program, reported."""
 
 import dspy
+import pytest
 
 from optimize.calibrate import calibrate
 from programs.selfrag import SelfRAG
@@ -73,7 +74,8 @@ def test_a_skipped_stage_keeps_the_threshold_the_program_was_compiled_with():
     program = SelfRAG(ListRetriever(KB), generator_lm=lm, adapter=dspy.JSONAdapter())
     program.compiled_thresholds = Thresholds(retrieve=0.7, relevance=0.05, answer=0.5, stated=0.3)
     report = calibrate(program, loader=lambda t, s: [], retrieve=0, relevance=0, stated=0, answer=0)
-    assert report["thresholds"] == {"retrieve": 0.7, "relevance": 0.05, "answer": 0.5, "stated": 0.3}
+    assert report["thresholds"] == {"retrieve": 0.7, "relevance": 0.05, "answer": 0.5, "stated": 0.3,
+                                    "verified": 1.0}
 
 
 ANSWER_SCRIPT = {
@@ -107,6 +109,19 @@ def test_stated_stage_fits_the_answer_check_and_the_answer_stage_runs_behind_it(
     assert report["stages"]["answer"]["reached_a_candidate"] == 3
     assert engine.count("generate_answer") == 3
     assert (tmp_path / "reliability-stated.png").is_file()
+    # the same scores fit ``verified``: above 0.25 every question is answerable (3 of them, precision 1),
+    # so the answer stage's drafts went without a support call, their confidence being P(stated)
+    assert th["verified"] == pytest.approx(0.25) and stated["verified"]["threshold"] == pytest.approx(0.25)
+    assert engine.count("judge_support") == 0
+    assert report["stages"]["answer"]["rows"][0]["confidence"] == pytest.approx(0.4)
+
+
+def test_without_a_verified_precision_the_support_judge_keeps_running():
+    program, engine = answer_program()
+    report = calibrate(program, loader=lambda task, split: SPLITS[(task, split)], retrieve=0, relevance=0,
+                       verified_precision=None)
+    assert report["thresholds"]["verified"] == 1.0 and "verified" not in report["stages"]["stated"]
+    assert engine.count("judge_support") == 3
 
 
 def test_stated_stage_is_skipped_for_a_program_without_the_answer_check():

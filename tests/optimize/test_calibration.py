@@ -10,6 +10,7 @@ from optimize.calibration import (
     coverage_accuracy_curve,
     ece,
     evaluate_threshold,
+    fit_min_precision,
     fit_threshold,
     plot_coverage_accuracy,
     reliability_diagram,
@@ -129,3 +130,20 @@ def test_plots_are_written_as_png(tmp_path):
         assert path.read_bytes()[:8] == PNG_MAGIC and path.stat().st_size > 1000
     with pytest.raises(ValueError, match="no curves"):
         plot_coverage_accuracy({}, tmp_path / "x.png")
+
+
+def test_min_precision_picks_the_lowest_threshold_meeting_the_target_on_enough_examples():
+    probs = [0.2, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9]
+    labels = [False, False, True, False, True, True, True]
+    t, curve = fit_min_precision(probs, labels, 0.9)
+    # >= 0.4: 4 of 5 positive (0.8); >= 0.55: 3 of 4 (0.75); >= 0.65: 3 of 3
+    assert t == pytest.approx(0.65)
+    assert curve[0] == {"threshold": 0.0, "selected": 1.0, "precision": round(4 / 7, 4)}
+    assert fit_min_precision(probs, labels, 0.8)[0] == pytest.approx(0.4)
+
+
+def test_min_precision_needs_enough_examples_and_refuses_a_bad_target():
+    assert fit_min_precision([0.1, 0.9], [False, True], 0.9)[0] is None  # one example above: too few
+    assert fit_min_precision([0.1, 0.5, 0.9], [True, False, False], 0.5)[0] is None
+    with pytest.raises(ValueError, match="precision target"):
+        fit_min_precision([0.5], [True], 1.5)

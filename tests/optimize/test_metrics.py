@@ -103,6 +103,14 @@ def test_judgement_accuracies():
     assert M.retrieve_accuracy(dspy.Example(decision="yes"), pred()) == 0.0  # missing field
 
 
+def test_continue_before_any_answer_counts_as_retrieve():
+    assert M.retrieve_accuracy(dspy.Example(decision="yes", answer_so_far=""), pred(decision="continue")) == 1.0
+    assert M.retrieve_accuracy(dspy.Example(decision="no", answer_so_far=""), pred(decision="continue")) == 0.0
+    # with an answer so far, "continue" is its own label
+    assert M.retrieve_accuracy(dspy.Example(decision="yes", answer_so_far="It opened in"),
+                               pred(decision="continue")) == 0.0
+
+
 @pytest.mark.parametrize(
     "gold,got,ok",
     [(5, 4, 1.0), (4, 5, 1.0), (5, "5", 1.0), (1, 2, 1.0), (1, 1, 1.0), (5, 3, 0.0), (1, 3, 0.0),

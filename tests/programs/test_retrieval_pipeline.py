@@ -79,6 +79,22 @@ def test_routing_to_no_collection_retrieves_nothing_and_the_program_abstains():
     assert step(result, "retrieve")[0].inputs["skipped"] == "routed to no collection" and result.abstained
 
 
+def test_routing_to_no_collection_answers_from_the_web_when_there_is_one_bounded_by_max_web_rounds():
+    from programs.iterative import IterativeRAG
+    from tests.fakes import FakeWeb
+
+    web = FakeWeb([passage("w1", "Web: the Heron's range is 80 km.")])
+    lm, engine = scripted_lm({"route_collections": {"chosen": []}, "generate_answer": ANSWER,
+                              "judge_support": {"support": "partially"},
+                              "next_query": {"next_query": "Heron range"}})
+    cfg = ProgramSettings(route_collections=True, max_iterations=3)
+    rag = IterativeRAG(collections(), web_search=web, config=cfg, generator_lm=lm, adapter=dspy.JSONAdapter())
+    result = rag(question="What is the range of the Heron?").result
+    assert web.queries == ["What is the range of the Heron?"]  # max_web_rounds = 1: the re-query is refused
+    assert result.answer == "It is 80 km." and result.used_web and result.citations[0].id == "w1"
+    assert engine.count("route_collections") == 1 and [s.ok for s in step(result, "web_search")][0]
+
+
 def test_routing_needs_a_collections_retriever():
     with pytest.raises(TypeError, match="CollectionsRetriever"):
         Strategic(ListRetriever(BIKES), config=ProgramSettings(route_collections=True))
@@ -254,3 +270,27 @@ def test_collections_retriever_tags_and_fuses():
     assert set(retriever.schema()) == {"year", "doc_type"}
     with pytest.raises(ValueError, match="unique"):
         CollectionsRetriever([Collection("a", "", ListRetriever([])), Collection("a", "", ListRetriever([]))])
+
+
+def test_every_strategy_step_is_a_typed_predictor_of_the_program_saved_in_its_artifact(tmp_path):
+    """What an optimizer compiles: each LM step of the strategies is a named predictor of the program, its
+    signature a declaration in ``signatures/``, and the compiled state round-trips through an artifact."""
+    from programs.artifacts import load_state_into, save_artifact
+    from programs.decomposed import SerialDecomposition
+    from programs.iterative import IterativeRAG
+
+    cfg = ProgramSettings(transforms=["multi_query", "decompose", "step_back", "hyde"],
+                          route_collections=True, self_query=True, rerank="listwise")
+    for cls in (IterativeRAG, SerialDecomposition):
+        rag = cls(collections(), config=cfg)
+        predictors = dict(rag.named_predictors())
+        strategy = {n for n in predictors if n.startswith("retrieval.")}
+        assert strategy == {"retrieval.transforms.paraphrase", "retrieval.transforms.decompose",
+                            "retrieval.transforms.step_back", "retrieval.transforms.hyde", "retrieval.route",
+                            "retrieval.extract_filters", "retrieval.rerank"}
+        assert all(p.signature.__module__.startswith("signatures.") for p in predictors.values())
+        route = predictors["retrieval.route"]
+        route.signature = route.signature.with_instructions("Compiled.")
+        save_artifact(rag, tmp_path / f"{cls.__name__}.json")
+        fresh = load_state_into(cls(collections(), config=cfg), tmp_path / f"{cls.__name__}.json")
+        assert dict(fresh.named_predictors())["retrieval.route"].signature.instructions == "Compiled."

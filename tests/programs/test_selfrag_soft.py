@@ -283,3 +283,42 @@ def test_a_failed_answer_check_is_recorded_and_never_blocks_the_answer():
 def test_answer_check_off_makes_no_check_call():
     result, engine = run(GOOD, answer_check=False)
     assert "check_answer" not in engine.roles() and not result.abstained
+
+
+SURE = {"check_answer": {"stated": {"yes": 0.9, "no": 0.1}}}
+
+
+def test_a_check_above_the_verified_threshold_skips_the_support_judge():
+    result, engine = run(GOOD, probs=SURE, verified_threshold=0.8)
+    assert engine.roles() == ["retrieve_decision", "grade_relevance_batch", "check_answer", "generate_answer"]
+    skipped = [s for s in result.trace if s.step == "support_verified"]
+    assert len(skipped) == 1 and skipped[0].output == "skipped"
+    assert float(skipped[0].inputs["p_stated"]) == pytest.approx(0.9)
+    # the check's probability is the draft's confidence; the answer threshold still applies to it
+    assert not result.abstained and result.confidence == pytest.approx(0.9) and result.supported is None
+
+
+def test_a_verified_draft_under_the_answer_threshold_is_regenerated_and_judged():
+    result, engine = run(GOOD, probs=SURE, verified_threshold=0.8, answer_threshold=0.95)
+    assert engine.roles()[:4] == ["retrieve_decision", "grade_relevance_batch", "check_answer", "generate_answer"]
+    assert engine.count("judge_support") == 1  # the regenerated draft is not the checked one: it is judged
+    assert routes(result)[-2] == "regenerate"
+
+
+@pytest.mark.parametrize("verified", [None, 0.95])
+def test_the_support_judge_runs_when_the_check_is_not_surer_than_verified(verified):
+    kw = {} if verified is None else {"verified_threshold": verified}  # None: the default 1.0, never skip
+    result, engine = run(GOOD, probs=SURE, **kw)
+    assert engine.count("judge_support") == 1 and result.supported == "fully"
+    assert not [s for s in result.trace if s.step == "support_verified"]
+
+
+def test_verified_threshold_comes_from_the_artifact(tmp_path):
+    program, _ = make(GOOD, probs=SURE)
+    program.compiled_thresholds = Thresholds(verified=0.7)
+    save_artifact(program, tmp_path / "a.json")
+    loaded, engine = make(GOOD, probs=SURE)
+    load_state_into(loaded, tmp_path / "a.json")
+    assert loaded.thresholds.verified == 0.7
+    loaded(question=QUESTION)
+    assert engine.count("judge_support") == 0
