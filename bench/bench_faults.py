@@ -43,7 +43,8 @@ def program_rows(questions: int, rates: list[float], seed: int) -> list[tuple]:
             start = time.perf_counter()
             for q in range(questions):
                 behaviour = Behaviour(relevant=rng.random() < 0.7, support=rng.choice(["fully", "partially", "no"]),
-                                      answerable=rng.random() < 0.8, web=rng.choice(["none", "passages", "failing"]),
+                                      answerable=rng.random() < 0.8,
+                                      web=rng.choice(["none", "passages", "failing"]),
                                       stated=rng.random() < 0.8, on_draft=rng.choice(["continue", "no"]))
                 config = ProgramSettings(max_rewrites=rng.randint(0, 1), max_web_rounds=rng.randint(0, 1),
                                          continue_retrieval=rng.random() < 0.5)

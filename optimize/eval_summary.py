@@ -1,7 +1,8 @@
 """Per-program metrics over the lines of a results file.
 
 Metrics per program (:func:`summarize_program`; errors are counted — ``errors``, and ``errors_by_kind``
-from each row's ``error_kind``: the result's LM-failure kind, or ``exception`` — and left out of the averages):
+from each row's ``error_kind``: the result's LM-failure kind, or ``exception`` — and left out of the
+averages):
 
 - ``retrieve_accuracy``: share of questions where the program retrieved (every dataset question
   needs retrieval, so "retrieve" is the correct decision).

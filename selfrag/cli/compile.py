@@ -16,7 +16,8 @@ import typer
 from rich.table import Table
 
 from selfrag import paths
-from selfrag.cli.common import ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, fail, plain, settings_from
+from selfrag.cli.common import (ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, fail, plain,
+                                settings_from)
 from selfrag.errors import SelfRAGError
 
 def compile_cmd(

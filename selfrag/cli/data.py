@@ -168,8 +168,8 @@ def derive(
     kb = open_collection(settings, collection)
     retriever = wiring.build_retriever(settings, kb)  # no such index: one line, exit 2, nothing written
     try:
-        with console.status(plain(f"Deriving labelled sets from {len(items)} questions over {collection!r}…"),
-                            spinner="dots"):
+        status = plain(f"Deriving labelled sets from {len(items)} questions over {collection!r}…")
+        with console.status(status, spinner="dots"):
             derived = derive_records(items, retriever, collection_catalog(kb),
                                      read_retrieve_file(paths.data_dir() / RETRIEVE_FILE), k=k,
                                      collection=f"collection {collection!r}")
@@ -192,7 +192,8 @@ def derive(
     for s in skipped[:10]:
         console.print(plain(f"skipped line {s['line']} ({s['id']}): {s['reason']}"), highlight=False)
     if len(skipped) > 10:
-        console.print(plain(f"… and {len(skipped) - 10} more skipped question(s): see {out / 'manifest.json'}"))
+        console.print(plain(f"… and {len(skipped) - 10} more skipped question(s): "
+                            f"see {out / 'manifest.json'}"))
     console.print(f"dataset_hash {manifest['dataset_hash']}")
 
 

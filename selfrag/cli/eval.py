@@ -119,8 +119,8 @@ def eval_command(
             kinds[kind] = kinds.get(kind, 0) + n
     line = plain(f"reports in {out_dir}")
     if errors:
-        line.append(f" · {errors} question error(s): " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())),
-                    style="yellow")
+        by_kind = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+        line.append(f" · {errors} question error(s): {by_kind}", style="yellow")
     console.print(line)
     if questions and errors == questions:
         fail(f"every question failed (see {out_dir / 'results.jsonl'}); is the LM backend reachable?", 1)

@@ -306,7 +306,8 @@ def delete_collection(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking for confirmation.")] = False,
     config: ConfigOpt = None,
 ) -> None:
-    """Delete a collection (its chunks, BM25 index and indexes built by ingest --index); asks first unless --yes."""
+    """Delete a collection (its chunks, BM25 index and indexes built by ingest --index); asks first
+    unless --yes."""
     from selfrag.kb.factory import list_collections
     from selfrag.kb.indexes import delete_indexes, present_indexes
 
@@ -322,7 +323,8 @@ def delete_collection(
     kb = _knowledge_base(s)
     delete_indexes(kb, indexes)
     kb.delete_collection()
-    console.print(plain(f"deleted collection {name}" + (f" and its indexes ({', '.join(indexes)})" if indexes else "")))
+    with_indexes = f" and its indexes ({', '.join(indexes)})" if indexes else ""
+    console.print(plain(f"deleted collection {name}{with_indexes}"))
 
 
 def remove_source(
@@ -372,7 +374,8 @@ def reindex(
         return
     with err_console.status(plain(f"re-embedding {name!r} with {new.name}…"), spinner="dots") as status:
         report = _reindex(client, name, new, s.kb.write_batch_size,
-                          progress=lambda done, total: status.update(plain(f"re-embedding {name!r}: {done}/{total}")))
+                          progress=lambda done, total: status.update(
+                              plain(f"re-embedding {name!r}: {done}/{total}")))
     console.print(plain(f"re-embedded {report.chunks} chunk(s) of {name!r}: {report.old_embedder} → "
                         f"{report.new_embedder} in {report.seconds:.1f} s"
                         + (" (restored from an interrupted reindex first)" if report.recovered else "")))

@@ -63,7 +63,8 @@ def serve(
     from selfrag.service.runtime import build_service_runtime
 
     err_console.print(plain(f"loading the knowledge base and the model ({settings.lm.profile})…"))
-    runtime = build_service_runtime(settings, service, strict=strict)  # user errors: SelfRAGError / ArtifactError at the boundary
+    # user errors: SelfRAGError / ArtifactError at the boundary
+    runtime = build_service_runtime(settings, service, strict=strict)
     app = create_app(runtime, service, token=token)
     auth = "bearer token required" if token else "no auth (loopback only)"
     err_console.print(plain(f"serving on http://{service.host}:{service.port} ({auth})"))

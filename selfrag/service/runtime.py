@@ -48,7 +48,8 @@ def warm_up(runtime: ServiceRuntime) -> None:
     runtime.model_ready = True
 
 
-def build_service_runtime(settings: "Settings", service: "ServiceSettings", strict: bool = False) -> ServiceRuntime:
+def build_service_runtime(settings: "Settings", service: "ServiceSettings",
+                          strict: bool = False) -> ServiceRuntime:
     """Knowledge base, LMs, web and program from ``settings`` (``strict``: an artifact whose content does
     not match its recorded hash is refused, not warned about); the demo corpus when the default
     collection is empty (``service.demo_corpus``); model weights loaded. Each question and search

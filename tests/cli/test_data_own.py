@@ -80,7 +80,8 @@ def test_derive_and_check_show_hostile_paths_as_text(home):
     qa = write_qa(folder / "qa.jsonl")
     result = runner.invoke(app, ["data", "derive", str(qa), "--collection", "toy", "--out", "out [/b]x"])
     assert result.exit_code == 0, result.output
-    assert "[/b]" in result.output and "\x1b" not in result.output and (home / "out [/b]x" / "manifest.json").is_file()
+    assert "[/b]" in result.output and "\x1b" not in result.output
+    assert (home / "out [/b]x" / "manifest.json").is_file()
     qa.write_text(qa.read_text() + '{"question": "q", "answers": "x"}\n')
     check = runner.invoke(app, ["data", "check", str(qa)])
     assert check.exit_code == 1 and "q [/b]/qa.jsonl:8:" in one_line(check) and "\x1b" not in check.output

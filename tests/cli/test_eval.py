@@ -37,7 +37,8 @@ def test_cli_eval_progress_goes_to_stderr_and_bad_run_ids_are_refused(hash_kb_se
     monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
     data = write_dataset(tmp_path / "five.jsonl")
     rows = data.read_text().splitlines()  # the bar shows each record's id: untrusted text (issue 15, 1)
-    data.write_text("\n".join([*rows[:-1], json.dumps({**json.loads(rows[-1]), "id": "[/b]\x1b[31mq5"})]) + "\n")
+    hostile = json.dumps({**json.loads(rows[-1]), "id": "[/b]\x1b[31mq5"})
+    data.write_text("\n".join([*rows[:-1], hostile]) + "\n")
     result = runner.invoke(app, ["eval", "--dataset", str(data), "--programs", "vanilla-rag", "--run-id", "p",
                                  "--reports", str(tmp_path / "rep")])
     assert result.exit_code == 0, result.output

@@ -47,12 +47,13 @@ class Behaviour:
     answerable: bool = True
     web: str = "none"  # none | passages | failing
     stated: bool = True  # check_answer
-    on_draft: str = "continue"  # the retrieve judge shown a low-confidence draft (answer_so_far): continue | no
+    on_draft: str = "continue"  # the retrieve judge on a low-confidence draft (answer_so_far): continue | no
 
     def script(self) -> dict[str, Any]:
         rel = "relevant" if self.relevant else "irrelevant"
         return {
-            "retrieve_decision": lambda inp: {"decision": self.on_draft if inp.get("answer_so_far") else "yes"},
+            "retrieve_decision": lambda inp: {"decision": self.on_draft if inp.get("answer_so_far")
+                                              else "yes"},
             "check_answer": {"stated": "yes" if self.stated else "no"},
             "grade_relevance": lambda inp: {"relevance": rel if "Zephyr" in inp["passage"] else "irrelevant"},
             "generate_answer": {"answer": "It opened in 1931." if self.answerable else "",
@@ -138,4 +139,5 @@ def lm_call_bound(name: str, cfg: ProgramSettings) -> int:
     per_answer = max(cfg.max_candidates, cfg.draft_passages) * 3  # draft + support + usefulness per candidate
     # "continue": the retrieve judge on the draft, then per re-query round next query, grading, draft, support
     continuation = 1 + (cfg.max_iterations - 1) * (3 + per_round) if cfg.continue_retrieval else 0
-    return 1 + grading_rounds * per_round + checks + cfg.max_rewrites + answer_rounds * per_answer + continuation
+    return (1 + grading_rounds * per_round + checks + cfg.max_rewrites + answer_rounds * per_answer
+            + continuation)

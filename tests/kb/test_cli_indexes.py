@@ -115,7 +115,8 @@ def test_bad_index_and_description_options_are_one_line_exit_2(run, args, messag
 def test_delete_collection_deletes_its_indexes_too_and_says_so(run, docs_dir, lm):
     """The indexes live in sibling collections: deleting a collection must not leave them behind, where
     the raptor copy of the deleted chunks would serve a re-created collection (issue 15, 7 and 8)."""
-    assert run("ingest", str(docs_dir), "-q", "--index", "raptor", "--index", "multi-representation").exit_code == 0
+    built = run("ingest", str(docs_dir), "-q", "--index", "raptor", "--index", "multi-representation")
+    assert built.exit_code == 0, built.output
     r = run("delete-collection", "default", "--yes")
     assert r.exit_code == 0, r.output
     assert "raptor" in r.stdout and "multi-representation" in r.stdout  # what will be deleted

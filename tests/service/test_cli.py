@@ -41,7 +41,7 @@ def test_warm_up_loads_each_in_process_model_once():
 
 
 def test_serve_strict_refuses_a_tampered_artifact_before_it_listens(tmp_path, monkeypatch):
-    """Issue 15 (11) for ``serve``: a tampered artifact is refused with ``--strict`` (warned about without)."""
+    """Issue 15 (11) for ``serve``: a tampered artifact is refused with ``--strict``."""
     import json
 
     import dspy

@@ -29,8 +29,8 @@ INDEX_KINDS = ("multi-representation", "raptor")
 INDEX_SUFFIXES = {"multi-representation": "children", "raptor": "raptor"}  # kind -> sibling collection suffix
 
 __all__ = ["INDEX_KINDS", "INDEX_SUFFIXES", "REPRESENTATIONS", "IndexReport", "ParentDocumentRetriever",
-           "build_index", "build_multi_representation", "build_raptor", "cluster_embeddings", "delete_indexes",
-           "index_fingerprint", "index_retriever", "needs_lm", "present_indexes"]
+           "build_index", "build_multi_representation", "build_raptor", "cluster_embeddings",
+           "delete_indexes", "index_fingerprint", "index_retriever", "needs_lm", "present_indexes"]
 
 
 def _check(kind: str) -> None:
