@@ -43,8 +43,11 @@ def program_rows(questions: int, rates: list[float], seed: int) -> list[tuple]:
             start = time.perf_counter()
             for q in range(questions):
                 behaviour = Behaviour(relevant=rng.random() < 0.7, support=rng.choice(["fully", "partially", "no"]),
-                                      answerable=rng.random() < 0.8, web=rng.choice(["none", "passages", "failing"]))
-                config = ProgramSettings(max_rewrites=rng.randint(0, 1), max_web_rounds=rng.randint(0, 1))
+                                      answerable=rng.random() < 0.8,
+                                      web=rng.choice(["none", "passages", "failing"]),
+                                      stated=rng.random() < 0.8, on_draft=rng.choice(["continue", "no"]))
+                config = ProgramSettings(max_rewrites=rng.randint(0, 1), max_web_rounds=rng.randint(0, 1),
+                                         continue_retrieval=rng.random() < 0.5)
                 run = run_question(name, share(rate, seed=seed * 1000 + q), config, behaviour)
                 c["faults"] += len(run.engine.failed_roles())
                 c["calls"] += run.calls

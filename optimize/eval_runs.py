@@ -101,7 +101,8 @@ def run_one(program: dspy.Module, name: str, example: Any,
     try:
         pred = program(question=row["question"])
     except Exception as exc:  # noqa: BLE001 - one failing question is recorded, the run goes on
-        row.update(ok=False, error=f"{type(exc).__name__}: {exc}", seconds=round(time.perf_counter() - start, 4))
+        row.update(ok=False, error=f"{type(exc).__name__}: {exc}", error_kind="exception",
+                   seconds=round(time.perf_counter() - start, 4))
         return row
     seconds = round(time.perf_counter() - start, 4)
     result = pred.result
@@ -109,14 +110,14 @@ def run_one(program: dspy.Module, name: str, example: Any,
     if semantic_f1 is not None:
         scores["semantic_f1"] = semantic_f1(example, pred)
     row.update(
-        ok=True, error=None, answer=pred.answer, abstained=bool(pred.abstained),
+        ok=True, error=None, error_kind=None, answer=pred.answer, abstained=bool(pred.abstained),
         cited_doc_ids=list(pred.cited_doc_ids or []), retrieved=bool(result.retrieved), supported=result.supported,
         used_web=bool(result.used_web), scores=scores,
         relevance=relevance_counts(result.trace, row["gold_doc_ids"]),
         usage=result.usage.model_dump(), seconds=seconds, result=result.model_dump(mode="json"),
     )
     if result.error:  # the deciding LM calls failed: not an answer or an abstention to score
-        row.update(ok=False, error=f"LM failure: {result.error}")
+        row.update(ok=False, error=f"LM failure: {result.error}", error_kind=result.error_kind)
     return row
 
 

@@ -1,6 +1,8 @@
 """Per-program metrics over the lines of a results file.
 
-Metrics per program (:func:`summarize_program`; errors are counted and left out of the averages):
+Metrics per program (:func:`summarize_program`; errors are counted — ``errors``, and ``errors_by_kind``
+from each row's ``error_kind``: the result's LM-failure kind, or ``exception`` — and left out of the
+averages):
 
 - ``retrieve_accuracy``: share of questions where the program retrieved (every dataset question
   needs retrieval, so "retrieve" is the correct decision).
@@ -25,6 +27,7 @@ Metrics per program (:func:`summarize_program`; errors are counted and left out 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -75,6 +78,8 @@ def summarize_program(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "answerable": len(answerable),
         "unanswerable": len(unanswerable),
         "errors": len(qa) - len(ok),
+        # RAGResult.error_kind of each error (unreachable, auth, timeout, …), "exception" for a raised one
+        "errors_by_kind": dict(Counter(r.get("error_kind") or "other" for r in qa if not r.get("ok"))),
         "retrieve_accuracy": mean(float(r["retrieved"]) for r in ok) if ok else None,
         "relevance_precision": _ratio(rel["tp"], rel["tp"] + rel["fp"]),
         "relevance_recall": _ratio(rel["tp"], rel["tp"] + rel["fn"]),

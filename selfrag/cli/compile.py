@@ -19,7 +19,8 @@ import typer
 from rich.table import Table
 
 from selfrag import paths
-from selfrag.cli.common import ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, fail, settings_from
+from selfrag.cli.common import (ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, console, fail, plain,
+                                settings_from)
 from selfrag.errors import SelfRAGError
 
 def compile_cmd(
@@ -151,7 +152,7 @@ def compile_cmd(
         fail(str(exc))
 
     render(result.manifest)
-    console.print(f"Wrote {result.artifact} and {result.manifest_path}")
+    console.print(plain(f"Wrote {result.artifact} and {result.manifest_path}"))
 
 
 def e2e_request(request: dict) -> dict:

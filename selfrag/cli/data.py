@@ -21,7 +21,7 @@ import typer
 from rich.table import Table
 
 from selfrag import paths
-from selfrag.cli.common import ConfigOpt, IndexOpt, console, fail, settings_from
+from selfrag.cli.common import ConfigOpt, IndexOpt, console, fail, plain, settings_from
 
 if TYPE_CHECKING:  # pragma: no cover
     from selfrag.kb.knowledge_base import KnowledgeBase
@@ -54,12 +54,12 @@ def build(
         fail(f"datasets folder not found: {datasets} (pass --datasets or set {paths.DATASETS_ENV})", 2)
     out = out or paths.splits_dir()
     try:
-        with console.status(f"Building the splits from {datasets}…", spinner="dots"):
+        with console.status(plain(f"Building the splits from {datasets}…"), spinner="dots"):
             manifest = build_splits(datasets, out, paths.data_dir() / RETRIEVE_FILE, limit=limit,
                                     tasks=[t.strip() for t in tasks.split(",") if t.strip()] if tasks else None)
     except OptimizeError as exc:
         fail(str(exc), 2)
-    table = Table(title=f"splits in {out}")
+    table = Table(title=plain(f"splits in {out}"))
     table.add_column("file")
     table.add_column("examples", justify="right")
     table.add_column("sha256")
@@ -129,7 +129,7 @@ def check(
     except OptimizeError as exc:
         fail(str(exc), 2)
     for problem in result.problems:
-        console.print(f"{qa_file}:{problem.line}: {problem.reason}", highlight=False, markup=False)
+        console.print(plain(f"{qa_file}:{problem.line}: {problem.reason}"), highlight=False)
     n = len(result.items)
     console.print(f"{result.lines} line(s): {n} usable ({result.answerable} answerable, {n - result.answerable} "
                   f"unanswerable, {result.with_gold} with gold documents), {len(result.problems)} bad")
@@ -168,8 +168,8 @@ def derive(
     kb = open_collection(settings, collection)
     retriever = wiring.build_retriever(settings, kb)  # no such index: one line, exit 2, nothing written
     try:
-        with console.status(f"Deriving labelled sets from {len(items)} questions over {collection!r}…",
-                            spinner="dots"):
+        status = plain(f"Deriving labelled sets from {len(items)} questions over {collection!r}…")
+        with console.status(status, spinner="dots"):
             derived = derive_records(items, retriever, collection_catalog(kb),
                                      read_retrieve_file(paths.data_dir() / RETRIEVE_FILE), k=k,
                                      collection=f"collection {collection!r}")
@@ -181,7 +181,7 @@ def derive(
     except OptimizeError as exc:
         fail(str(exc), 2)
     over = "" if settings.retrieval.index == "none" else f" ({settings.retrieval.index} index)"
-    table = Table(title=f"derived from {qa_file} over {collection!r}{over} → {out}")
+    table = Table(title=plain(f"derived from {qa_file} over {collection!r}{over} → {out}"))
     for col in ("task", "train", "dev", "made by"):
         table.add_column(col)
     for task, per in manifest["counts"].items():
@@ -190,9 +190,10 @@ def derive(
     console.print(table)
     skipped = manifest["skipped"]
     for s in skipped[:10]:
-        console.print(f"skipped line {s['line']} ({s['id']}): {s['reason']}", highlight=False, markup=False)
+        console.print(plain(f"skipped line {s['line']} ({s['id']}): {s['reason']}"), highlight=False)
     if len(skipped) > 10:
-        console.print(f"… and {len(skipped) - 10} more skipped question(s): see {out / 'manifest.json'}")
+        console.print(plain(f"… and {len(skipped) - 10} more skipped question(s): "
+                            f"see {out / 'manifest.json'}"))
     console.print(f"dataset_hash {manifest['dataset_hash']}")
 
 

@@ -113,9 +113,14 @@ def eval_command(
     typer.echo(clean((out_dir / "summary.md").read_text(encoding="utf-8")))  # plain: the table must not wrap
     errors = sum(s["errors"] for s in summary["programs"].values())
     questions = sum(s["questions"] for s in summary["programs"].values())
+    kinds: dict[str, int] = {}
+    for s in summary["programs"].values():
+        for kind, n in s.get("errors_by_kind", {}).items():
+            kinds[kind] = kinds.get(kind, 0) + n
     line = plain(f"reports in {out_dir}")
     if errors:
-        line.append(f" · {errors} question error(s)", style="yellow")
+        by_kind = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+        line.append(f" · {errors} question error(s): {by_kind}", style="yellow")
     console.print(line)
     if questions and errors == questions:
         fail(f"every question failed (see {out_dir / 'results.jsonl'}); is the LM backend reachable?", 1)

@@ -306,18 +306,25 @@ def delete_collection(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking for confirmation.")] = False,
     config: ConfigOpt = None,
 ) -> None:
-    """Delete a collection (its chunks and BM25 index); asks first unless --yes."""
+    """Delete a collection (its chunks, BM25 index and indexes built by ingest --index); asks first
+    unless --yes."""
     from selfrag.kb.factory import list_collections
+    from selfrag.kb.indexes import delete_indexes, present_indexes
 
     s = _settings(config, name)
     chunks = dict(list_collections(s.kb))
     if name not in chunks:
         fail(f"no collection named {name!r}", 1)
-    console.print(plain(f"collection {name!r}: {chunks[name]} chunk(s) will be deleted"))
-    confirm_or_fail(f"delete collection {name!r} ({chunks[name]} chunks)?", yes,
+    indexes = present_indexes(name, chunks)
+    also = "".join(f" and its {kind} index ({n} node(s))" for kind, n in indexes.items())
+    console.print(plain(f"collection {name!r}: {chunks[name]} chunk(s){also} will be deleted"))
+    confirm_or_fail(f"delete collection {name!r} ({chunks[name]} chunks){also}?", yes,
                     f"not deleting {name!r} without confirmation: pass --yes")
-    _knowledge_base(s).delete_collection()
-    console.print(plain(f"deleted collection {name}"))
+    kb = _knowledge_base(s)
+    delete_indexes(kb, indexes)
+    kb.delete_collection()
+    with_indexes = f" and its indexes ({', '.join(indexes)})" if indexes else ""
+    console.print(plain(f"deleted collection {name}{with_indexes}"))
 
 
 def remove_source(
@@ -365,9 +372,10 @@ def reindex(
     if name in existing and ChromaStore(client, name, "auto").recorded_embedder() == new.name:
         console.print(plain(f"collection {name!r} is already embedded with {new.name!r}; nothing to do"))
         return
-    with err_console.status(f"re-embedding {name!r} with {new.name}…", spinner="dots") as status:
+    with err_console.status(plain(f"re-embedding {name!r} with {new.name}…"), spinner="dots") as status:
         report = _reindex(client, name, new, s.kb.write_batch_size,
-                          progress=lambda done, total: status.update(f"re-embedding {name!r}: {done}/{total}"))
+                          progress=lambda done, total: status.update(
+                              plain(f"re-embedding {name!r}: {done}/{total}")))
     console.print(plain(f"re-embedded {report.chunks} chunk(s) of {name!r}: {report.old_embedder} → "
                         f"{report.new_embedder} in {report.seconds:.1f} s"
                         + (" (restored from an interrupted reindex first)" if report.recovered else "")))

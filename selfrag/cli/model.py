@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from selfrag.cli.common import ConfigOpt, console, fail, settings_from
+from selfrag.cli.common import ConfigOpt, console, fail, plain, settings_from
 
 model_app = typer.Typer(no_args_is_help=True, help="The in-process (llama.cpp) model files.")
 
@@ -26,7 +26,7 @@ def prepare(
     start = time.perf_counter()
     path = gguf_path(profile, None, settings.lm.model_cache)  # a ModelFileError is a user error (exit 1)
     size = path.stat().st_size / 2**20
-    console.print(f"{profile}: {path} ({size:.0f} MiB, ready in {time.perf_counter() - start:.1f} s)")
+    console.print(plain(f"{profile}: {path} ({size:.0f} MiB, ready in {time.perf_counter() - start:.1f} s)"))
 
 
 def register(app: typer.Typer) -> None:

@@ -14,6 +14,7 @@ from rich.progress import (
 )
 
 from optimize.progress import Reporter
+from selfrag.cli.common import clean, plain
 
 
 class RichReporter(Reporter):
@@ -23,7 +24,7 @@ class RichReporter(Reporter):
 
     def __init__(self, console: Console):
         self.console = console
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(),
                                  MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(), console=console,
                                  transient=False)
         self.task = None
@@ -41,11 +42,11 @@ class RichReporter(Reporter):
         if not self._started:
             self.progress.start()
             self._started = True
-        self.task = self.progress.add_task(description, total=total)
+        self.task = self.progress.add_task(clean(description), total=total)  # ids, paths: untrusted text
 
     def describe(self, description: str) -> None:
         if self.task is not None:
-            self.progress.update(self.task, description=description)
+            self.progress.update(self.task, description=clean(description))
 
     def advance(self, n: int = 1) -> None:
         task = self._current()
@@ -64,4 +65,4 @@ class RichReporter(Reporter):
         return next((t for t in self.progress.tasks if t.id == self.task), None) if self.task is not None else None
 
     def log(self, message: str) -> None:
-        self.console.log(message)
+        self.console.log(plain(message))

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from selfrag.cli.common import (CollectionOpt, ConfigOpt, ModelOpt, ProfileOpt, ThreadsOpt, err_console, fail,
-                                settings_from)
+                                plain, settings_from)
 
 
 def serve(
@@ -22,6 +22,8 @@ def serve(
     = None,
     collection: CollectionOpt = None,
     program: Annotated[Optional[Path], typer.Option("--program", help="Compiled artifact to load (JSON).")] = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Refuse an artifact whose content does not match its recorded hash.")] = False,
     threads: ThreadsOpt = None,
     max_queue: Annotated[Optional[int], typer.Option("--max-queue", help="Questions that may wait for the model.")]
     = None,
@@ -60,11 +62,12 @@ def serve(
     from selfrag.service.app import create_app
     from selfrag.service.runtime import build_service_runtime
 
-    err_console.print(f"loading the knowledge base and the model ({settings.lm.profile})…")
-    runtime = build_service_runtime(settings, service)  # user errors: SelfRAGError / ArtifactError at the boundary
+    err_console.print(plain(f"loading the knowledge base and the model ({settings.lm.profile})…"))
+    # user errors: SelfRAGError / ArtifactError at the boundary
+    runtime = build_service_runtime(settings, service, strict=strict)
     app = create_app(runtime, service, token=token)
     auth = "bearer token required" if token else "no auth (loopback only)"
-    err_console.print(f"serving on http://{service.host}:{service.port} ({auth})")
+    err_console.print(plain(f"serving on http://{service.host}:{service.port} ({auth})"))
     uvicorn.run(app, host=service.host, port=service.port, log_level=log_level, access_log=False,
                 timeout_graceful_shutdown=5)
 

@@ -48,8 +48,10 @@ def warm_up(runtime: ServiceRuntime) -> None:
     runtime.model_ready = True
 
 
-def build_service_runtime(settings: "Settings", service: "ServiceSettings") -> ServiceRuntime:
-    """Knowledge base, LMs, web and program from ``settings``; the demo corpus when the default
+def build_service_runtime(settings: "Settings", service: "ServiceSettings",
+                          strict: bool = False) -> ServiceRuntime:
+    """Knowledge base, LMs, web and program from ``settings`` (``strict``: an artifact whose content does
+    not match its recorded hash is refused, not warned about); the demo corpus when the default
     collection is empty (``service.demo_corpus``); model weights loaded. Each question and search
     retrieves from its collection through :func:`selfrag.wiring.build_retriever` (over
     ``retrieval.index`` when set); self-query reads that collection's metadata keys per question.
@@ -63,7 +65,7 @@ def build_service_runtime(settings: "Settings", service: "ServiceSettings") -> S
                           "it names; route with `selfrag ask` or `selfrag eval`")
     collections = Collections(settings.kb, settings.retrieval,  # questions and /v1/search: retrieval.index too
                               retriever_of=lambda kb, mode=None: build_retriever(settings, kb, mode))
-    runtime = build_runtime(settings, retriever=collections.retriever())
+    runtime = build_runtime(settings, retriever=collections.retriever(), strict=strict)
     if service.demo_corpus:
         if ensure_demo_corpus(collections.get(create=True)):
             log.info("the default collection was empty: ingested the demo corpus")

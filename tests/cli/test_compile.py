@@ -19,10 +19,13 @@ def cli_lm(monkeypatch):
 
 
 def test_cli_compile_writes_the_artifact_and_prints_the_table(cli_lm, tmp_path):
+    # a path is untrusted text: shown as written, after all the LM work (issue 15, 1)
+    tmp_path = tmp_path / "art [/b]"
     result = runner.invoke(app, ["compile", "--optimizer", "bootstrap", "--judgement", "support", "--train", "8",
                                  "--dev", "4", "--budget", "2", "--name", "cli", "--out-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "Dev scores" in result.output and "support_accuracy" in result.output and "LM calls" in result.output
+    assert f"Wrote {tmp_path / 'cli.json'}" in " ".join(result.output.split())
     payload = read_artifact(tmp_path / "cli.json")
     assert len(payload["state"]["judge_support"]["demos"]) == 2
     assert (tmp_path / "cli.manifest.json").is_file()

@@ -73,6 +73,20 @@ def test_derive_writes_the_folder_and_prints_what_was_made(home):
     assert sorted(p.name for p in (home / "data").iterdir()) == ["toy"]
 
 
+def test_derive_and_check_show_hostile_paths_as_text(home):
+    """Paths are untrusted text (issue 15, 1): rich markup in them is shown as written, escapes removed."""
+    folder = home / "q [/b]\x1b[31m"
+    folder.mkdir(parents=True)
+    qa = write_qa(folder / "qa.jsonl")
+    result = runner.invoke(app, ["data", "derive", str(qa), "--collection", "toy", "--out", "out [/b]x"])
+    assert result.exit_code == 0, result.output
+    assert "[/b]" in result.output and "\x1b" not in result.output
+    assert (home / "out [/b]x" / "manifest.json").is_file()
+    qa.write_text(qa.read_text() + '{"question": "q", "answers": "x"}\n')
+    check = runner.invoke(app, ["data", "check", str(qa)])
+    assert check.exit_code == 1 and "q [/b]/qa.jsonl:8:" in one_line(check) and "\x1b" not in check.output
+
+
 def test_derive_bad_inputs_are_one_line_errors_with_nothing_written(home):
     unknown = runner.invoke(app, ["data", "derive", "qa.jsonl", "--collection", "nope", "--out", "out"])
     assert unknown.exit_code == 2

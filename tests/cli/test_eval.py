@@ -36,6 +36,9 @@ def test_cli_eval_progress_goes_to_stderr_and_bad_run_ids_are_refused(hash_kb_se
     lm, _ = scripted_lm(SCRIPT)
     monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
     data = write_dataset(tmp_path / "five.jsonl")
+    rows = data.read_text().splitlines()  # the bar shows each record's id: untrusted text (issue 15, 1)
+    hostile = json.dumps({**json.loads(rows[-1]), "id": "[/b]\x1b[31mq5"})
+    data.write_text("\n".join([*rows[:-1], hostile]) + "\n")
     result = runner.invoke(app, ["eval", "--dataset", str(data), "--programs", "vanilla-rag", "--run-id", "p",
                                  "--reports", str(tmp_path / "rep")])
     assert result.exit_code == 0, result.output
@@ -62,6 +65,7 @@ def test_cli_eval_on_a_dead_backend_exits_1(hash_kb_settings, tmp_path, monkeypa
     assert result.exit_code == 1
     assert "| vanilla-rag | 5 | 5 |" in result.stdout
     assert result.stderr.startswith("error: every question failed")
+    assert "5 question error(s): unreachable 5" in " ".join(result.stdout.split())
 
 
 def summarise(texts):

@@ -39,17 +39,22 @@ STAGE_OF_ROLE = {"grade_relevance": "relevance", "grade_relevance_batch": "relev
 
 @dataclass
 class Behaviour:
-    """What the healthy calls answer: relevance of the Zephyr passages, support, answerability, web."""
+    """What the healthy calls answer: relevance of the Zephyr passages, support, answerability, web,
+    whether SelfRAG's answer check finds the answer stated, and its retrieve judge's verdict on a draft."""
 
     relevant: bool = True
     support: str = "fully"
     answerable: bool = True
     web: str = "none"  # none | passages | failing
+    stated: bool = True  # check_answer
+    on_draft: str = "continue"  # the retrieve judge on a low-confidence draft (answer_so_far): continue | no
 
     def script(self) -> dict[str, Any]:
         rel = "relevant" if self.relevant else "irrelevant"
         return {
-            "retrieve_decision": {"decision": "yes"},
+            "retrieve_decision": lambda inp: {"decision": self.on_draft if inp.get("answer_so_far")
+                                              else "yes"},
+            "check_answer": {"stated": "yes" if self.stated else "no"},
             "grade_relevance": lambda inp: {"relevance": rel if "Zephyr" in inp["passage"] else "irrelevant"},
             "generate_answer": {"answer": "It opened in 1931." if self.answerable else "",
                                 "citations": [1], "answerable": self.answerable},
@@ -129,6 +134,10 @@ def lm_call_bound(name: str, cfg: ProgramSettings) -> int:
         return cfg.k + cfg.max_strips * (1 + cfg.max_web_rounds) + cfg.max_web_rounds + (1 + cfg.max_regenerations) * 2
     grading_rounds = 1 + cfg.max_rewrites + cfg.max_web_rounds
     per_round = 1 + 2 * cfg.k  # a batch, then per-passage re-grades of a failed or malformed batch
+    checks = grading_rounds if cfg.answer_check else 0  # one answer check per grading round
     answer_rounds = 1 + cfg.max_regenerations + cfg.max_web_rounds
     per_answer = max(cfg.max_candidates, cfg.draft_passages) * 3  # draft + support + usefulness per candidate
-    return 1 + grading_rounds * per_round + cfg.max_rewrites + answer_rounds * per_answer
+    # "continue": the retrieve judge on the draft, then per re-query round next query, grading, draft, support
+    continuation = 1 + (cfg.max_iterations - 1) * (3 + per_round) if cfg.continue_retrieval else 0
+    return (1 + grading_rounds * per_round + checks + cfg.max_rewrites + answer_rounds * per_answer
+            + continuation)

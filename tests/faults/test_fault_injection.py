@@ -32,9 +32,12 @@ configs = st.builds(
     max_strips=st.integers(1, 4),
     max_iterations=st.integers(1, 3),
     max_subquestions=st.integers(1, 3),
+    answer_check=st.booleans(),
+    continue_retrieval=st.booleans(),
 )
 behaviours = st.builds(Behaviour, relevant=st.booleans(), support=st.sampled_from(["fully", "partially", "no"]),
-                       answerable=st.booleans(), web=st.sampled_from(["none", "passages", "failing"]))
+                       answerable=st.booleans(), web=st.sampled_from(["none", "passages", "failing"]),
+                       stated=st.booleans(), on_draft=st.sampled_from(["continue", "no"]))
 EVERY_PROGRAM = pytest.mark.parametrize("name", sorted(PROGRAMS))
 PROPERTY = settings(max_examples=30, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -43,6 +46,8 @@ PROPERTY = settings(max_examples=30, deadline=None, derandomize=True,
 def check(run) -> None:
     assert run.raised is None, f"{run.name} raised {run.raised!r}"
     result = run.result
+    unscripted = [s.step for s in result.trace if s.error and "no scripted reply" in s.error]
+    assert not unscripted, f"{run.name}: give {unscripted} a healthy reply in tests/faults/scenario.py"
     assert run.calls <= lm_call_bound(run.name, run.config), (run.name, run.calls, run.engine.log)
     assert result.usage.lm_calls == run.calls
     failed = deciding_calls_failed(run.engine.log)
@@ -67,7 +72,8 @@ def test_any_failure_pattern_terminates_in_bound_never_raises_and_reports_exactl
 
 
 ROLES = sorted({*STAGE_OF_ROLE, "retrieve_decision", "rewrite_query", "judge_usefulness", "rewrite_web_query",
-                "evaluate_retrieval", "next_query", "decompose_question", "answer_sub_question"})
+                "evaluate_retrieval", "next_query", "decompose_question", "answer_sub_question",
+                "check_answer"})
 
 
 ROLE_FAULTS = st.one_of(st.sampled_from(FAULTS).map(lambda f: [f] * 12),  # every call of the role fails
@@ -106,3 +112,21 @@ def test_the_property_covers_every_registered_program():
     assert sorted(PROGRAMS) == sorted(PROGRAM_NAMES)
     for name in PROGRAM_NAMES:
         assert lm_call_bound(name, ProgramSettings()) > 0  # a new program needs its bound in scenario.py
+
+
+def test_the_answer_check_and_the_continue_rounds_are_reached_and_covered_by_the_bound():
+    """SelfRAG's answer check (``check_answer``) and its ``continue`` rounds are under the property: a
+    healthy check saying "not stated" abstains honestly; a dead check never blocks the answer; a
+    low-confidence draft with ``continue`` re-queries — all within the bound, never an error."""
+    not_stated = run_question("selfrag", pattern([]), ProgramSettings(), Behaviour(stated=False))
+    check(not_stated)
+    assert not_stated.result.abstain_reason == "answer_not_stated"
+    assert "generate_answer" not in dict(not_stated.engine.log)
+    dead = per_role({"check_answer": ["timeout"] * 5})
+    dead_check = run_question("selfrag", dead, ProgramSettings(), Behaviour())
+    check(dead_check)
+    assert not dead_check.result.abstained and dead_check.result.error is None
+    config = ProgramSettings(continue_retrieval=True, max_iterations=3, max_regenerations=0, max_web_rounds=0)
+    continued = run_question("selfrag", pattern([]), config, Behaviour(support="no"))
+    check(continued)
+    assert ("next_query", None) in continued.engine.log

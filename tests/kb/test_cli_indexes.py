@@ -110,3 +110,19 @@ def test_bad_index_and_description_options_are_one_line_exit_2(run, args, messag
     r = run(*args)
     assert r.exit_code == 2, r.output
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.output
+
+
+def test_delete_collection_deletes_its_indexes_too_and_says_so(run, docs_dir, lm):
+    """The indexes live in sibling collections: deleting a collection must not leave them behind, where
+    the raptor copy of the deleted chunks would serve a re-created collection (issue 15, 7 and 8)."""
+    built = run("ingest", str(docs_dir), "-q", "--index", "raptor", "--index", "multi-representation")
+    assert built.exit_code == 0, built.output
+    r = run("delete-collection", "default", "--yes")
+    assert r.exit_code == 0, r.output
+    assert "raptor" in r.stdout and "multi-representation" in r.stdout  # what will be deleted
+    assert run("collections").stdout.count("default") == 0
+    (docs_dir.parent / "new").mkdir()
+    (docs_dir.parent / "new" / "trains.md").write_text("# Trains\n\nTrains run on rails between stations.\n")
+    assert run("ingest", str(docs_dir.parent / "new"), "-q").exit_code == 0
+    r = run("search", "Cats purr", "--index", "raptor")
+    assert r.exit_code == 2 and "no raptor index" in r.stderr  # not the deleted collection's chunks

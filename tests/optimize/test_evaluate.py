@@ -210,9 +210,12 @@ def test_an_error_on_one_question_is_recorded_and_counted_not_fatal(tmp_path):
     rows = eval_runs.run_eval(built, EXAMPLES, tmp_path)
     bad = [r for r in rows if not r["ok"]]
     assert [(r["program"], r["id"]) for r in bad] == [("vanilla-rag", "q2")]
-    assert bad[0]["error"] == "RuntimeError: store went away"
+    assert bad[0]["error"] == "RuntimeError: store went away" and bad[0]["error_kind"] == "exception"
+    assert all(r["error_kind"] is None for r in rows if r["ok"])
     s = eval_summary.summarize(rows)["programs"]
     assert s["vanilla-rag"]["errors"] == 1 and s["vanilla-rag"]["questions"] == 5
+    assert s["vanilla-rag"]["errors_by_kind"] == {"exception": 1}
+    assert s["no-retrieval"]["errors_by_kind"] == {}
     assert s["vanilla-rag"]["answerable"] == 2  # averages leave the error out
     assert s["vanilla-rag"]["f1"] == pytest.approx((1 + 0) / 2)
     assert s["no-retrieval"]["errors"] == 0
@@ -522,5 +525,7 @@ def test_a_dead_backend_makes_every_question_an_error_not_an_abstention(tmp_path
                                           generator_lm=lm, adapter=dspy.JSONAdapter())}
     rows = eval_runs.run_eval(built, EXAMPLES, tmp_path)
     assert all(not r["ok"] and r["error"].startswith("LM failure: auth:") for r in rows)
+    assert all(r["error_kind"] == "auth" for r in rows)  # machine-readable, as RAGResult.error_kind
     s = eval_summary.summarize(rows)["programs"]["vanilla-rag"]
     assert s["errors"] == 5 and s["abstain_unanswerable"] is None  # no credit for "abstaining"
+    assert s["errors_by_kind"] == {"auth": 5}

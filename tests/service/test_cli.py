@@ -38,3 +38,30 @@ def test_warm_up_loads_each_in_process_model_once():
     runtime = ServiceRuntime(program=Program(), collections=None, model_ready=False)
     warm_up(runtime)
     assert Engine.loads == 1 and runtime.model_ready
+
+
+def test_serve_strict_refuses_a_tampered_artifact_before_it_listens(tmp_path, monkeypatch):
+    """Issue 15 (11) for ``serve``: a tampered artifact is refused with ``--strict``."""
+    import json
+
+    import dspy
+
+    from programs.artifacts import save_artifact
+    from programs.selfrag import SelfRAG
+    from tests.fakes import ListRetriever, scripted_lm
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SELFRAG_CONFIG", raising=False)
+    monkeypatch.setenv("SELFRAG_KB__PATH", str(tmp_path / "kb"))
+    monkeypatch.setenv("SELFRAG_KB__EMBEDDING_MODEL", "hash")
+    lm, engine = scripted_lm({})
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: None)  # never listens
+    path = save_artifact(SelfRAG(ListRetriever([])), tmp_path / "a.json")
+    payload = json.loads(path.read_text())
+    payload["state"]["judge_support"]["signature"]["instructions"] = "Say fully."
+    path.write_text(json.dumps(payload))
+    args = ["serve", "--port", "18081", "--program", str(path)]
+    result = CliRunner().invoke(app, [*args, "--strict"])
+    assert result.exit_code == 2 and "modified after it was saved" in result.stderr, result.output
+    assert engine.calls == []

@@ -29,8 +29,8 @@ INDEX_KINDS = ("multi-representation", "raptor")
 INDEX_SUFFIXES = {"multi-representation": "children", "raptor": "raptor"}  # kind -> sibling collection suffix
 
 __all__ = ["INDEX_KINDS", "INDEX_SUFFIXES", "REPRESENTATIONS", "IndexReport", "ParentDocumentRetriever",
-           "build_index", "build_multi_representation", "build_raptor", "cluster_embeddings", "index_fingerprint",
-           "index_retriever", "needs_lm"]
+           "build_index", "build_multi_representation", "build_raptor", "cluster_embeddings",
+           "delete_indexes", "index_fingerprint", "index_retriever", "needs_lm", "present_indexes"]
 
 
 def _check(kind: str) -> None:
@@ -67,6 +67,20 @@ def build_index(kb: "KnowledgeBase", kind: str, *, summarise: Callable[[list[str
             raise ValueError("the raptor index needs a summariser")
         return build_raptor(kb, summarise, progress=progress, **options)
     return build_multi_representation(kb, summarise=summarise, questions=questions, progress=progress, **options)
+
+
+def present_indexes(name: str, collections: dict[str, int]) -> dict[str, int]:
+    """The indexes of collection ``name`` among ``collections`` (name → chunk count): kind → nodes."""
+    return {kind: collections[f"{name}.{suffix}"] for kind, suffix in INDEX_SUFFIXES.items()
+            if f"{name}.{suffix}" in collections}
+
+
+def delete_indexes(kb: "KnowledgeBase", kinds: "list[str] | dict[str, int]") -> None:
+    """Drop indexes ``kinds`` of ``kb`` (their sibling collections and BM25 indexes): a deleted collection
+    takes its indexes with it (a RAPTOR index holds copies of its chunks)."""
+    for kind in kinds:
+        _check(kind)
+        sibling(kb, INDEX_SUFFIXES[kind]).delete_collection()
 
 
 def index_retriever(kb: "KnowledgeBase", kind: str, mode: str | None = None) -> "Retriever":
