@@ -35,21 +35,21 @@ class Candidate:
     def score(self, w_rel: float = 1.0, w_sup: float = 1.0, w_use: float = 0.5) -> float:
         """w_rel·P(relevant) + w_sup·(P(fully) + 0.5·P(partially)) + w_use·E[use] (use mapped to −1..1);
         with hard labels (no probabilities) the same formula on the decoded labels."""
-        if self.p_sup is None and self.verified is not None and not self.support_judged:
-            rel = self.p_rel if self.p_rel is not None else (1.0 if self.relevant else 0.0)
-            use = (self.e_use - 3.0) / 2.0 if self.e_use is not None else (
-                USEFULNESS_VALUE.get(self.usefulness, 0.0) if self.usefulness is not None else 0.0)
-            return w_rel * rel + w_sup * self.verified + w_use * use
-        if self.p_sup is None:
+        verified_only = self.p_sup is None and self.verified is not None and not self.support_judged
+        if self.p_sup is None and not verified_only:
             return candidate_score(self.relevant, self.support, self.usefulness, w_rel, w_sup, w_use)
         rel = self.p_rel if self.p_rel is not None else (1.0 if self.relevant else 0.0)
-        total = sum(self.p_sup.values()) or 1.0
-        sup = sum(SUPPORT_VALUE.get(label, 0.0) * p for label, p in self.p_sup.items()) / total
+        sup = self.verified if verified_only else self._expected_support()
         if self.e_use is not None:
             use = (self.e_use - 3.0) / 2.0
         else:
             use = USEFULNESS_VALUE.get(self.usefulness, 0.0) if self.usefulness is not None else 0.0
         return w_rel * rel + w_sup * sup + w_use * use
+
+    def _expected_support(self) -> float:
+        """P(fully) + 0.5·P(partially) over the (normalised) support distribution ``p_sup``."""
+        total = sum(self.p_sup.values()) or 1.0
+        return sum(SUPPORT_VALUE.get(label, 0.0) * p for label, p in self.p_sup.items()) / total
 
     def confidence(self) -> float | None:
         """How far its passages back the answer: E[support] = P(fully) + 0.5·P(partially); None when the
@@ -61,8 +61,7 @@ class Candidate:
             return self.verified
         if self.p_sup is None:
             return SUPPORT_VALUE.get(self.support or "no", 0.0)
-        total = sum(self.p_sup.values()) or 1.0
-        return sum(SUPPORT_VALUE.get(label, 0.0) * p for label, p in self.p_sup.items()) / total
+        return self._expected_support()
 
 
 def candidate_score(

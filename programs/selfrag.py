@@ -49,6 +49,7 @@ from programs.retrieve_rules import match_rule
 from programs.routing import route_after_answer_check, route_after_grading, route_continue, route_retrieve_decision
 from programs.scoring import Candidate, pick_best
 from programs.token_budget import TokenBudget
+from programs.thresholds import skips_support
 from programs.tracing import Tracer
 from programs.types import AbstainReason, Passage
 from programs.web_budget import WebBudget
@@ -309,7 +310,7 @@ class SelfRAG(RAGModule):
                 query = question
 
         tried: set = set()  # the contexts drafted from: a regeneration never repeats one
-        verified = p_stated if p_stated is not None and p_stated > th.verified else None
+        verified = p_stated if skips_support(p_stated, th) else None
         candidates = self._candidates(tracer, question, self._first(relevant), "web" if used_web else "kb",
                                       tokens, tried, verified=verified)
         best = self._choose(tracer, candidates)

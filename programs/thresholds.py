@@ -81,6 +81,12 @@ def should_answer(confidence: float, th: Thresholds) -> bool:
     return _prob(confidence, "confidence") >= th.answer
 
 
+def skips_support(p_stated: float | None, th: Thresholds) -> bool:
+    """The answer check stands in for the support judge on the checked draft when P(stated) > ``verified``
+    (strictly: the default 1.0 never skips, not even on a hard "yes")."""
+    return p_stated is not None and _prob(p_stated, "p_stated") > th.verified
+
+
 def final_abstain_reason(support: str | None, confidence: float, th: Thresholds) -> AbstainReason | None:
     """Why the final candidate is not given (None: it is answered). ``support`` is the argmax support
     label (None when the judgement failed): "no" or a failed judgement reads as ``unsupported``;
