@@ -158,10 +158,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
     reporter = reporter or Reporter()
     generator, critic, adapter = lms
     critic_lm = critic or generator
-    reflection_lm = None
-    if optimizer == "gepa":
-        reflector = teacher_lm or generator
-        reflection_lm = reflector.copy(max_tokens=max(2048, int(reflector.kwargs.get("max_tokens") or 0)))
+    reflection_lm = reflection_lm_for(optimizer, generator, teacher_lm)
 
     program = SelfRAG(retriever if retriever is not None else _NullRetriever(), config=settings.program,
                       generator_lm=generator, critic_lm=critic, adapter=adapter)
@@ -260,3 +257,11 @@ def _relative_to(report: Any, folder: Path) -> Any:
             return report
     return report
 
+
+def reflection_lm_for(optimizer: str, generator: Any, teacher_lm: Any = None) -> Any:
+    """GEPA's reflection LM (the teacher when given, else the generator) with room for its long
+    reflections; None for the other optimizers."""
+    if optimizer != "gepa":
+        return None
+    reflector = teacher_lm or generator
+    return reflector.copy(max_tokens=max(2048, int(reflector.kwargs.get("max_tokens") or 0)))

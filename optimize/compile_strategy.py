@@ -26,7 +26,7 @@ from typing import Any
 
 import dspy
 
-from optimize.compile import CompileResult, check_request, data_entry, write_result
+from optimize.compile import CompileResult, check_request, data_entry, reflection_lm_for, write_result
 from optimize.derived_data import derived_loader, read_manifest
 from optimize.errors import CompileError
 from optimize.evaluate import build_program
@@ -74,10 +74,7 @@ def compile_strategy_program(settings: Any, program_name: str, *, lms: tuple, sp
         raise CompileError("the end-to-end stage needs the datasets folder to fill its collection")
     reporter = reporter or Reporter()
     generator, critic, adapter = lms
-    reflection_lm = None
-    if optimizer == "gepa":
-        reflector = teacher_lm or generator
-        reflection_lm = reflector.copy(max_tokens=max(2048, int(reflector.kwargs.get("max_tokens") or 0)))
+    reflection_lm = reflection_lm_for(optimizer, generator, teacher_lm)
 
     if retriever_of is not None:
         retriever_of(knowledge_base(corpus))  # a missing retrieval.index is refused before the collection is filled
