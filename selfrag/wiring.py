@@ -210,6 +210,7 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
     from selfrag.kb.factory import has_chunks, is_default_knowledge_base
     from selfrag.kb.strategy_components import reads_collection, standin_components, strategy_settings_set
 
+    settings = with_artifact_program(settings)
     kb = build_knowledge_base(settings)  # no collection is opened yet
     retriever_was_given = retriever is not None
     cls = program_class(settings.program.strategy)
@@ -256,6 +257,22 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
     program.web_search = web  # built last: the offline web writes its own collection
     return Runtime(settings=settings, kb=kb, program=program, ingested_demo=ingested,
                    artifact=Path(artifact) if artifact is not None else None, custom_retriever=retriever_was_given)
+
+
+def with_artifact_program(settings: Settings) -> Settings:
+    """``settings`` with ``program.strategy`` set to the program ``settings.program_path`` was compiled for
+    (its header names it), when no flag, env or TOML set the strategy: ``serve --program iterative.json``
+    builds the iterative program. A strategy that was set is kept (a mismatch is the artifact check's
+    one-line error); a missing or unreadable artifact is left to that check too."""
+    from programs.artifacts import artifact_program
+
+    path = settings.program_path
+    if path is None or "strategy" in settings.program.model_fields_set or not Path(path).is_file():
+        return settings
+    named = artifact_program(path)
+    if named == settings.program.strategy:
+        return settings
+    return settings.model_copy(update={"program": settings.program.model_copy(update={"strategy": named})})
 
 
 def load_compiled(path: Path | str, settings: Settings | None = None) -> RAGModule:

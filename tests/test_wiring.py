@@ -87,6 +87,35 @@ def test_load_compiled_refuses_an_unregistered_program_before_building_anything(
         load_compiled(tmp_path / "missing.json", settings)
 
 
+@pytest.mark.parametrize("cls", [CorrectiveRAG, GradedRAG])
+def test_an_artifact_in_the_settings_builds_the_program_it_names(settings, tmp_path, cls):
+    """``program_path`` (as ``serve --program`` and ``ask --program`` set it) builds the artifact's program
+    when no strategy was set, and loads its state."""
+    from selfrag.wiring import build_runtime
+
+    path = tmp_path / "compiled.json"
+    name = compiled(cls(ListRetriever([passage("p1", "text")])), path)
+    runtime = build_runtime(settings.model_copy(update={"program_path": path}))
+    assert type(runtime.program) is cls and instructions(runtime.program, name) == "Compiled instructions."
+    assert runtime.settings.program.strategy == program_name_of(cls)
+
+
+def test_a_strategy_that_was_set_is_kept_and_a_mismatched_artifact_is_refused(settings, tmp_path):
+    from selfrag.settings import resolve
+    from selfrag.wiring import build_runtime
+
+    path = tmp_path / "crag.json"
+    compiled(CorrectiveRAG(ListRetriever([])), path)
+    chosen = resolve({"program": {"strategy": "selfrag"}, "program_path": path,
+                      "kb": {"path": str(settings.kb.path), "embedding_model": "hash"}})
+    with pytest.raises(ArtifactError, match="CorrectiveRAG"):
+        build_runtime(chosen)
+
+
+def program_name_of(cls):
+    return next(name for name in PROGRAM_NAMES if program_class(name) is cls)
+
+
 def test_import_selfrag_does_not_load_the_wiring():
     code = "import sys, selfrag; print('selfrag.wiring' in sys.modules, hasattr(selfrag, 'load_compiled'))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,

@@ -46,10 +46,6 @@ def ask(
     question = decoded(question)
     if not question.strip():
         fail("the question is empty", 2)
-    if program is not None and strategy is None and program.is_file():  # the artifact names its program
-        from programs.artifacts import artifact_program
-
-        strategy = artifact_program(program)
     settings = settings_from(config, {
         "lm": {"profile": profile, "model": model, "threads": threads},
         "program": {"retrieve_mode": mode, "strategy": strategy},

@@ -58,8 +58,9 @@ def build_service_runtime(settings: "Settings", service: "ServiceSettings",
     ``program.route_collections`` is refused (:class:`~selfrag.errors.ConfigError`): a request names its
     collection."""
     from selfrag.errors import ConfigError
-    from selfrag.wiring import build_retriever, build_runtime, ensure_demo_corpus
+    from selfrag.wiring import build_retriever, build_runtime, ensure_demo_corpus, with_artifact_program
 
+    settings = with_artifact_program(settings)  # the served program is the one its artifact was compiled for
     if settings.program.route_collections:  # a request names its collection: nothing to route
         raise ConfigError("program.route_collections is not served: each request answers from the collection "
                           "it names; route with `selfrag ask` or `selfrag eval`")

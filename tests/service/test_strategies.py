@@ -59,3 +59,18 @@ def test_routing_is_refused_at_start_up_in_one_line(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="route_collections"):
         build_service_runtime(settings, ServiceSettings(demo_corpus=True))
     assert engine.calls == []
+
+
+def test_the_service_serves_the_program_its_artifact_was_compiled_for(tmp_path, monkeypatch):
+    """``serve --program iterative.json`` with no strategy set serves the iterative program (was: built
+    as ``selfrag`` and refused the artifact)."""
+    from programs.artifacts import save_artifact
+    from programs.iterative import IterativeRAG
+    from tests.fakes import ListRetriever
+
+    settings, engine = strategy_settings(tmp_path, monkeypatch)
+    path = save_artifact(IterativeRAG(ListRetriever([])), tmp_path / "iterative.json")
+    settings = Settings(kb={"embedding_model": "hash"}, program_path=path)
+    runtime = build_service_runtime(settings, ServiceSettings(demo_corpus=True))
+    assert type(runtime.program) is IterativeRAG
+    assert runtime.info["strategy"] == "iterative" and runtime.model_id == "selfrag-iterative"
