@@ -24,6 +24,7 @@ from selfrag.cli.common import (CollectionOpt, ConfigOpt, IndexOpt, ModelOpt, Pr
 
 if TYPE_CHECKING:  # pragma: no cover
     from selfrag.kb.indexes import IndexReport
+    from selfrag.kb.knowledge_base import KnowledgeBase
     from selfrag.kb.ingest import IngestReport
     from selfrag.kb.knowledge_base import KnowledgeBase
     from selfrag.kb.loaders import Skipped
@@ -134,6 +135,16 @@ def ingest(
         except ValueError as exc:  # an empty collection
             fail(str(exc), 1)
         _show_indexes(reports)
+    if paths:
+        _warn_stale_indexes(kb)
+
+
+def _warn_stale_indexes(kb: "KnowledgeBase") -> None:
+    """A warning for each index built beside ``kb`` that its chunks no longer match."""
+    from selfrag.kb.indexes import stale_indexes
+
+    for why in stale_indexes(kb):
+        err_console.print(plain(f"warning: {why}", "yellow"), soft_wrap=True)
 
 
 def _index_options(index: list[str] | None, representations: str | None) -> tuple[list[str], list[str] | None]:
@@ -346,6 +357,7 @@ def remove_source(
                         f"not deleting {len(plan)} sources without confirmation: pass --yes")
     removed = kb.delete_ids([cid for ids in plan.values() for cid in ids])
     console.print(plain(f"removed {removed} chunk(s) of {path}"))
+    _warn_stale_indexes(kb)
 
 
 def reindex(

@@ -126,3 +126,26 @@ def test_delete_collection_deletes_its_indexes_too_and_says_so(run, docs_dir, lm
     assert run("ingest", str(docs_dir.parent / "new"), "-q").exit_code == 0
     r = run("search", "Cats purr", "--index", "raptor")
     assert r.exit_code == 2 and "no raptor index" in r.stderr  # not the deleted collection's chunks
+
+
+def test_removing_a_source_or_reingesting_warns_that_the_indexes_are_stale_until_rebuilt(run, docs_dir, lm, caplog):
+    """Found in the issue-15 review: a RAPTOR index kept serving copies of removed chunks, silently."""
+    assert run("ingest", str(docs_dir), "-q", "--index", "raptor").exit_code == 0
+    r = run("remove-source", str(docs_dir / "dogs.txt"))
+    assert r.exit_code == 0, r.output
+    assert "the raptor index of collection 'default'" in r.stderr
+    assert "selfrag ingest --index raptor --collection default" in r.stderr
+    with caplog.at_level("WARNING"):
+        assert run("search", "Dogs bark", "--index", "raptor").exit_code == 0
+    assert "selfrag ingest --index raptor" in caplog.text  # still served, with the warning (logged to stderr)
+    r = run("ingest", str(docs_dir), "-q")  # the file comes back: the chunks the index was built over
+    assert r.exit_code == 0 and "the raptor index" not in r.stderr
+    (docs_dir / "birds.md").write_text("# Birds\n\nBirds fly south in winter.\n")
+    r = run("ingest", str(docs_dir), "-q")  # a new file: not in the index
+    assert r.exit_code == 0 and "the raptor index" in r.stderr
+    r = run("ingest", str(docs_dir), "-q", "--index", "raptor")  # rebuilt in the same command: no warning
+    assert r.exit_code == 0 and "warning" not in r.stderr
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert run("search", "Dogs bark", "--index", "raptor").exit_code == 0
+    assert "raptor index" not in caplog.text

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from selfrag.kb.indexes import build_index, cluster_embeddings, index_retriever
+from selfrag.kb.indexes import build_index, cluster_embeddings, index_retriever, stale_index, stale_indexes
 from selfrag.kb.indexes.common import sibling
 
 TOPICS = {
@@ -163,3 +163,31 @@ def test_empty_collection_and_unbuilt_index_are_errors(make_kb, topic_kb):
         build_index(make_kb("empty"), "raptor", summarise=FakeSummariser())
     with pytest.raises(ValueError, match="run selfrag ingest --index raptor --collection topics first"):
         index_retriever(topic_kb, "raptor")
+
+
+@pytest.mark.parametrize("kind", ["raptor", "multi-representation"])
+def test_an_index_knows_when_its_collection_changed_since_it_was_built(topic_kb, kind, caplog):
+    """A RAPTOR index holds copies of the chunks and neither index sees new ones: once chunks are added
+    or removed it is stale, retrieving over it warns with the command that rebuilds it, and a rebuild
+    (idempotent) makes it current again."""
+    build_index(topic_kb, kind, summarise=FakeSummariser(), questions=lambda text: ["Q?"], progress=False)
+    assert stale_index(topic_kb, kind) is None and stale_indexes(topic_kb) == []
+    ids = [cid for cid, _t, meta in topic_kb.store.iter_all() if meta.get("doc_id") == "moon0"]
+    assert topic_kb.delete_ids(ids) == 1
+    why = stale_index(topic_kb, kind)
+    assert why and f"selfrag ingest --index {kind} --collection topics" in why
+    assert stale_indexes(topic_kb) == [why]
+    with caplog.at_level("WARNING"):
+        index_retriever(topic_kb, kind)
+    assert why in caplog.text
+    build_index(topic_kb, kind, summarise=FakeSummariser(), questions=lambda text: ["Q?"], progress=False)
+    assert stale_index(topic_kb, kind) is None
+    topic_kb.add_documents([("Moon phase facts: Moon phase changes weekly.", {"doc_id": "moon9"})])
+    assert stale_index(topic_kb, kind) is not None
+
+
+def test_only_built_indexes_are_checked_and_none_is_created(topic_kb):
+    from selfrag.kb.store import list_collections
+
+    assert stale_indexes(topic_kb) == []
+    assert [name for name, _n in list_collections(topic_kb.store.client)] == ["topics"]

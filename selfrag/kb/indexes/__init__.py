@@ -13,6 +13,7 @@ the LM steps); ``retrieval.index = KIND`` makes ``ask``, ``search``, ``eval`` an
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -20,17 +21,22 @@ from selfrag.kb.indexes.common import IndexReport, sibling
 from selfrag.kb.indexes.multi_representation import (LM_REPRESENTATIONS, REPRESENTATIONS, ParentDocumentRetriever,
                                                      build_multi_representation)
 from selfrag.kb.indexes.raptor import build_raptor, cluster_embeddings
+from selfrag.kb.store import set_metadata
 
 if TYPE_CHECKING:  # pragma: no cover
     from programs.types import Retriever
     from selfrag.kb.knowledge_base import KnowledgeBase
 
+log = logging.getLogger(__name__)
+
 INDEX_KINDS = ("multi-representation", "raptor")
 INDEX_SUFFIXES = {"multi-representation": "children", "raptor": "raptor"}  # kind -> sibling collection suffix
+BUILT_FROM = "built_from"  # an index collection's metadata: its parent collection's version when it was built
 
 __all__ = ["INDEX_KINDS", "INDEX_SUFFIXES", "REPRESENTATIONS", "IndexReport", "ParentDocumentRetriever",
            "build_index", "build_multi_representation", "build_raptor", "cluster_embeddings",
-           "delete_indexes", "index_fingerprint", "index_retriever", "needs_lm", "present_indexes"]
+           "delete_indexes", "index_fingerprint", "index_retriever", "needs_lm", "present_indexes", "stale_index",
+           "stale_indexes"]
 
 
 def _check(kind: str) -> None:
@@ -62,11 +68,37 @@ def build_index(kb: "KnowledgeBase", kind: str, *, summarise: Callable[[list[str
     _check(kind)
     if kb.is_empty():
         raise ValueError(f"collection {kb.name!r} is empty: ingest documents before building an index")
+    if kind == "raptor" and summarise is None:
+        raise ValueError("the raptor index needs a summariser")
+    version = kb.fingerprint()  # what the index is built over (recorded once it is complete)
     if kind == "raptor":
-        if summarise is None:
-            raise ValueError("the raptor index needs a summariser")
-        return build_raptor(kb, summarise, progress=progress, **options)
-    return build_multi_representation(kb, summarise=summarise, questions=questions, progress=progress, **options)
+        report = build_raptor(kb, summarise, progress=progress, **options)
+    else:
+        report = build_multi_representation(kb, summarise=summarise, questions=questions, progress=progress,
+                                            **options)
+    set_metadata(sibling(kb, INDEX_SUFFIXES[kind]).store.collection, {BUILT_FROM: version})
+    return report
+
+
+def stale_index(kb: "KnowledgeBase", kind: str) -> str | None:
+    """Why index ``kind`` no longer matches ``kb`` — chunks were added, changed or removed since it was
+    built (a RAPTOR index still holds copies of removed chunks; neither index holds new ones) —, as one
+    line naming the command that rebuilds it; None when it matches."""
+    _check(kind)
+    built = (sibling(kb, INDEX_SUFFIXES[kind]).store.collection.metadata or {}).get(BUILT_FROM)
+    if built == kb.fingerprint():
+        return None
+    return (f"the {kind} index of collection {kb.name!r} was built over other chunks than the collection holds now "
+            f"(chunks were added, changed or removed since): rebuild it with "
+            f"`selfrag ingest --index {kind} --collection {kb.name}`")
+
+
+def stale_indexes(kb: "KnowledgeBase") -> list[str]:
+    """:func:`stale_index` for each index built beside ``kb`` (none is created)."""
+    from selfrag.kb.store import list_collections
+
+    present = present_indexes(kb.name, dict(list_collections(kb.store.client)))
+    return [why for kind in present if (why := stale_index(kb, kind))]
 
 
 def present_indexes(name: str, collections: dict[str, int]) -> dict[str, int]:
@@ -91,6 +123,8 @@ def index_retriever(kb: "KnowledgeBase", kind: str, mode: str | None = None) -> 
     if index.is_empty():
         raise ValueError(f"no {kind} index for collection {kb.name!r}: "
                          f"run selfrag ingest --index {kind} --collection {kb.name} first")
+    if why := stale_index(kb, kind):
+        log.warning(why)
     if kind == "raptor":
         return index.retriever(mode)
     return ParentDocumentRetriever(index.retriever(mode), kb.store)
