@@ -73,8 +73,11 @@ class QueryTransforms(dspy.Module):
         self.names = tuple(dict.fromkeys(transforms))
         self.max_paraphrases = max_paraphrases
         self.max_subquestions = max_subquestions
+        limits = {"multi_query": max_paraphrases, "decompose": max_subquestions}
         for name in self.names:
-            attr, signature, _, _ = TRANSFORMS[name]
+            attr, signature, _, out = TRANSFORMS[name]
+            if name in limits:  # the configured count bounds the list the LM writes (the adapter's schema)
+                signature = signature.with_updated_fields(out, max_length=limits[name])
             setattr(self, attr, dspy.Predict(signature))
 
     def _inputs(self, name: str, query: str) -> dict[str, object]:

@@ -50,7 +50,7 @@ class LMQuestionWriter(_LMStep):
 
     def __init__(self, lm: dspy.BaseLM | None = None, adapter: dspy.Adapter | None = None, n: int = 3,
                  max_chars: int = TEXT_CHARS):
-        super().__init__(HypotheticalQuestions, lm, adapter, max_chars)
+        super().__init__(HypotheticalQuestions.with_updated_fields("questions", max_length=n), lm, adapter, max_chars)
         self.n = n
 
     def __call__(self, text: str) -> list[str]:

@@ -21,4 +21,4 @@ class HypotheticalQuestions(dspy.Signature):
 
     passage: str = dspy.InputField()
     n: int = dspy.InputField(desc="how many questions to write")
-    questions: list[str] = dspy.OutputField()
+    questions: list[str] = dspy.OutputField(max_length=8)

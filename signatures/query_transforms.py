@@ -17,7 +17,7 @@ class ParaphraseQuery(dspy.Signature):
 
     question: str = dspy.InputField()
     n: int = dspy.InputField(desc="how many paraphrases to write")
-    paraphrases: list[str] = dspy.OutputField()
+    paraphrases: list[str] = dspy.OutputField(max_length=10)
 
 
 class DecomposeQuestion(dspy.Signature):
@@ -29,7 +29,7 @@ class DecomposeQuestion(dspy.Signature):
 
     question: str = dspy.InputField()
     max_subquestions: int = dspy.InputField()
-    sub_questions: list[str] = dspy.OutputField()
+    sub_questions: list[str] = dspy.OutputField(max_length=8)
 
 
 class StepBackQuestion(dspy.Signature):

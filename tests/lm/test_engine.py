@@ -277,3 +277,29 @@ def test_ram_cache_entries_hold_no_logits_buffer(monkeypatch):
     fake.load_state("state")
     assert fake.seen == [("save", (1, 1000)), ("load", (1, 1000))]
     assert fake.scores.shape == (512, 1000)  # the full buffer is back after each call
+
+
+def test_declared_output_bounds_reach_the_grammar_schema():
+    """``OutputField(max_length=N)`` becomes ``maxItems`` / ``maxLength`` in the constrained-decoding schema
+    (JSONAdapter drops it): the local model filled ``list[str]`` outputs until max_tokens (31 s a query)."""
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    from selfrag.lm.compact_adapter import CompactJSONAdapter
+    from selfrag.lm.llamacpp_request import to_llama_response_format
+
+    class Paraphrase(dspy.Signature):
+        question: str = dspy.InputField()
+        paraphrases: list[str] = dspy.OutputField(max_length=3)
+        note: str = dspy.OutputField(max_length=40)
+        free: list[str] = dspy.OutputField()
+
+    fake = FakeLlama(reply='{"paraphrases": ["a", "b"], "note": "n", "free": []}')
+    with dspy.context(lm=make_lm(fake), adapter=CompactJSONAdapter()):
+        pred = dspy.Predict(Paraphrase)(question="q")
+    assert pred.paraphrases == ["a", "b"]
+    schema = fake.calls[0]["response_format"]["schema"]
+    assert schema["properties"]["paraphrases"]["maxItems"] == 3
+    assert schema["properties"]["note"]["maxLength"] == 40
+    assert "maxItems" not in schema["properties"]["free"]
+    LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)  # llama.cpp accepts it
+    assert to_llama_response_format({"type": "json_schema", "schema": schema})["schema"] == schema

@@ -172,3 +172,36 @@ def test_clean_queries_bounds():
 def test_judge_rerank_without_a_scorer_is_a_configuration_error():
     with pytest.raises(ValueError, match="needs a relevance scorer"):
         StrategicVanilla(ListRetriever([]), config=ProgramSettings(rerank="judge"))
+
+
+def test_the_configured_counts_bound_the_lists_the_lm_may_write():
+    """max_paraphrases / max_subquestions reach the constrained-decoding schema (through the adapter's
+    output bounds), so a small model stops after the configured count instead of writing to max_tokens;
+    the bound survives a copy and a reload of compiled state (an artifact)."""
+    from selfrag.lm.compact_adapter import output_bounds
+
+    rag, _ = program({}, TableRetriever({}), transforms=["multi_query", "decompose"], max_paraphrases=2,
+                     max_subquestions=4)
+
+    def bounds(module):
+        return {name: output_bounds(p.signature) for name, p in module.named_predictors()
+                if name.endswith(("paraphrase", "decompose"))}
+
+    got = bounds(rag)
+    assert sorted(got.values(), key=str) == [{"paraphrases": 2}, {"sub_questions": 4}]
+    assert bounds(copy.deepcopy(rag)) == got
+    fresh, _ = program({}, TableRetriever({}), transforms=["multi_query", "decompose"], max_paraphrases=2,
+                       max_subquestions=4)
+    fresh.load_state(rag.dump_state())
+    assert bounds(fresh) == got
+    default, _ = program({}, TableRetriever({}), transforms=["multi_query"])
+    assert list(bounds(default).values()) == [{"paraphrases": 3}]
+
+
+def test_the_signatures_declare_their_largest_lists():
+    from selfrag.lm.compact_adapter import output_bounds
+    from signatures import DecomposeQuestion, HypotheticalQuestions, ParaphraseQuery
+
+    assert output_bounds(ParaphraseQuery) == {"paraphrases": 10}  # programs.settings: max_paraphrases <= 10
+    assert output_bounds(DecomposeQuestion) == {"sub_questions": 8}  # max_subquestions <= 8
+    assert output_bounds(HypotheticalQuestions) == {"questions": 8}

@@ -18,3 +18,6 @@ def test_question_writer_bounds_and_cleans():
     lm, engine = scripted_lm({"hypothetical_questions": {"questions": ["What is X?", " ", "Why Y?", "How Z?"]}})
     ask = LMQuestionWriter(lm, dspy.JSONAdapter(), n=2)
     assert ask("X is a thing.") == ["What is X?", "Why Y?"] and engine.calls[0][1]["n"] == "2"
+    from selfrag.lm.compact_adapter import output_bounds
+
+    assert output_bounds(ask.predict.signature) == {"questions": 2}  # the LM's schema stops at n
