@@ -90,7 +90,8 @@ class RetrievalPipeline(dspy.Module):
         self.route = dspy.Predict(RouteCollections) if cfg.route_collections else None
         self.extract_filters = dspy.Predict(ExtractFilters) if cfg.self_query else None
         self.rerank_method = rerank_method(cfg.rerank, has_scorer or logprobs)
-        self.rerank = dspy.Predict(RerankPassages) if self.rerank_method == "listwise" else None
+        self.rerank = (dspy.Predict(RerankPassages.with_updated_fields("ranking", max_length=cfg.rerank_pool))
+                       if self.rerank_method == "listwise" else None)  # at most one number per candidate
         own_judge = self.rerank_method == "judge" and not has_scorer
         self.rerank_judge = dspy.Predict(GradeRelevanceBatch) if own_judge else None
         self.fusion_k = cfg.fusion_k

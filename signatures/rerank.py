@@ -12,4 +12,4 @@ class RerankPassages(dspy.Signature):
 
     question: str = dspy.InputField()
     passages: str = dspy.InputField(desc="numbered passages, e.g. [1] ...")
-    ranking: list[int] = dspy.OutputField(desc="passage numbers, most useful first")
+    ranking: list[int] = dspy.OutputField(desc="passage numbers, most useful first", max_length=50)

@@ -200,8 +200,17 @@ def test_the_configured_counts_bound_the_lists_the_lm_may_write():
 
 def test_the_signatures_declare_their_largest_lists():
     from selfrag.lm.compact_adapter import output_bounds
-    from signatures import DecomposeQuestion, HypotheticalQuestions, ParaphraseQuery
+    from signatures import DecomposeQuestion, HypotheticalQuestions, ParaphraseQuery, RerankPassages
 
     assert output_bounds(ParaphraseQuery) == {"paraphrases": 10}  # programs.settings: max_paraphrases <= 10
     assert output_bounds(DecomposeQuestion) == {"sub_questions": 8}  # max_subquestions <= 8
     assert output_bounds(HypotheticalQuestions) == {"questions": 8}
+    assert output_bounds(RerankPassages) == {"ranking": 50}  # rerank_pool <= 50
+
+
+def test_listwise_rerank_writes_at_most_one_number_per_candidate():
+    from selfrag.lm.compact_adapter import output_bounds
+
+    rag, _ = program({}, TableRetriever({}), rerank="listwise", rerank_pool=6)
+    (rerank,) = [p for name, p in rag.named_predictors() if name.endswith("rerank")]
+    assert output_bounds(rerank.signature) == {"ranking": 6}
