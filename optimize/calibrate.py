@@ -8,12 +8,19 @@ probabilities, read from token log-probabilities):
    included), the share of no-retrieval questions that really skip retrieval, ECE, a reliability PNG.
 2. **relevance** on the ``relevance`` split, grouped by question and graded the way the program grades
    (batched or per passage): P(relevant) for accuracy; same report.
-3. **stated** (the answer check) on ``qa_en``: per question, retrieve and grade as in a first round, then
+3. **similarity** on ``qa_en`` (no LM call): the best dense similarity of each question's first-round
+   passages; below the fitted threshold a knowledge-base round finds nothing (no grading or check call).
+   Fitted for the most abstention on unanswerable questions at false abstention ≤
+   ``similarity_false_abstention`` (default 0.04), and bound to the retriever's embedder (cosines are on
+   an embedder's own scale). Off (size 0) by default here; ``selfrag compile --calibrate`` runs it on 200.
+4. **stated** (the answer check) on ``qa_en``: per question, retrieve and grade as in a first round, then
    the check's P(the passages state the answer); positive = the question is answerable. Same objective as
-   the answer stage (default: false abstention ≤ 0.1). Skipped (size 0) for a program without the check.
+   the answer stage (default: false abstention ≤ 0.1), counting a question the similarity gate stops as
+   P = 0 (abstained), so the objective holds for the gate and the check together. Skipped (size 0) for a
+   program without the check.
    The same scores fit ``verified``: the lowest P(stated) above which ≥ 90% (``verified_precision``) of
    the questions are answerable; above it the checked draft skips the support judge.
-4. **answer** on ``qa_en``: the program runs end to end with the answer threshold at 0 (it answers
+5. **answer** on ``qa_en``: the program runs end to end with the answer threshold at 0 (it answers
    whenever it has a candidate) and records the chosen candidate's confidence; an answer "should be
    given" when the question is answerable and at least half of the answer's tokens are in a gold answer
    (token precision ≥ 0.5: ClapNQ's gold answers are long sentences, so a right short answer has a low
@@ -32,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from optimize import metrics as M
+from optimize.eval_examples import balanced
 from optimize.calibration import ece, fit_threshold, plot_coverage_accuracy, reliability_diagram
 from optimize.calibration import coverage_accuracy_curve, evaluate_threshold, fit_min_precision
 from programs.thresholds import Thresholds
@@ -40,6 +48,7 @@ from programs.types import Passage, Usage
 SplitLoader = Callable[[str, str], Sequence[Any]]
 DEFAULT_ANSWER_OBJECTIVE: tuple[str, float] = ("max_false_abstention", 0.1)
 DEFAULT_VERIFIED_PRECISION = 0.9
+DEFAULT_SIMILARITY_FALSE_ABSTENTION = 0.04  # the gate's share of the answer objective's false-abstention budget
 
 
 def _fit(name: str, probs: list[float], labels: list[bool], objective: Any, out_dir: Path | None,
@@ -158,26 +167,57 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
     With ``verified_precision``, the same scores also fit the ``verified`` threshold (``report["verified"]``):
     the lowest P(stated) above which at least that share of the questions is answerable (≥ 3 of them),
     i.e. where the check is sure enough to stand in for the support judge; none found = never skip."""
-    usage, probs, labels, no_relevant = Usage(), [], [], 0
+    usage, probs, labels, no_relevant, gated = Usage(), [], [], 0, 0
     for ex in examples:
         p, tracer = program.stated_probability(str(M.field_value(ex, "question")))
         usage = usage.add(tracer.usage)
+        if p is None and any(step.step == "similarity_gate" for step in tracer.steps):
+            gated += 1  # the similarity gate abstains on it whatever P(stated): count it as P = 0, so the
+            p = 0.0     # objective (false abstention ≤ x) holds for the gate and the check together
         if p is None:
             no_relevant += 1  # nothing relevant (or the check failed): the check does not decide this question
             continue
         probs.append(p)
         labels.append(bool(M.field_value(ex, "answerable", True)))
     threshold, report = _fit("stated", probs, labels, objective, out_dir, Thresholds().stated)
-    report["questions"], report["not_checked"] = len(examples), no_relevant
+    report["questions"], report["not_checked"], report["similarity_gated"] = len(examples), no_relevant, gated
     if verified_precision is not None and probs and len(set(labels)) == 2:
         verified, curve = fit_min_precision(probs, labels, verified_precision)
         report["verified"] = {"precision_target": verified_precision, "threshold": verified, "curve": curve}
     return threshold, report, usage
 
 
+def calibrate_similarity(program: Any, examples: Sequence[Any], max_false_abstention: float,
+                         out_dir: Path | None) -> tuple[float, str, dict, Usage]:
+    """The best dense similarity of each question's first-round passages vs. whether it is answerable
+    (no LM call): the threshold below which a round finds nothing, for the most abstention on
+    unanswerable questions with false abstention ≤ ``max_false_abstention``. Returns it with the
+    embedder it holds for; 0 (off) when the retriever names no embedder or gives no similarities."""
+    from programs.retriever_calls import retriever_embedder
+
+    embedder = retriever_embedder(getattr(program, "retriever", None))
+    if embedder is None:
+        return 0.0, "", {"n": 0, "kept_default": "the retriever names no embedder"}, Usage()
+    sims, labels = [], []
+    for ex in examples:
+        top, _ = program.retrieval_similarity(str(M.field_value(ex, "question")))
+        if top is not None:
+            sims.append(min(1.0, max(0.0, top)))
+            labels.append(bool(M.field_value(ex, "answerable", True)))
+    threshold, report = _fit("similarity", sims, labels, ("max_false_abstention", max_false_abstention),
+                             out_dir, Thresholds().similarity)
+    report.update(embedder=embedder, questions=len(examples), no_similarity=len(examples) - len(sims))
+    if "curve" in report:
+        point = next(pt for pt in report["curve"] if pt["threshold"] == threshold)
+        report["abstention_unanswerable"] = round(1.0 - point["false_acceptance"], 4)
+        report["false_abstention"] = point["false_abstention"]
+    return threshold, embedder, report, Usage()
+
+
 def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrieve: int | None = 60,
-              relevance: int | None = 30, stated: int | None = 24, answer: int | None = 24,
-              answer_objective: Any = DEFAULT_ANSWER_OBJECTIVE,
+              relevance: int | None = 30, similarity: int | None = 0, stated: int | None = 24,
+              answer: int | None = 24, answer_objective: Any = DEFAULT_ANSWER_OBJECTIVE,
+              similarity_false_abstention: float = DEFAULT_SIMILARITY_FALSE_ABSTENTION,
               verified_precision: float | None = DEFAULT_VERIFIED_PRECISION,
               out_dir: Path | None = None, answer_examples: Sequence[Any] | None = None,
               reporter: Any = None) -> dict[str, Any]:
@@ -193,7 +233,8 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
     fitted, sections, total = getattr(program, "compiled_thresholds", None) or Thresholds(), {}, Usage()
     if not getattr(getattr(program, "config", None), "answer_check", False):
         stated = 0
-    steps = [("retrieve", retrieve), ("relevance", relevance), ("stated", stated), ("answer", answer)]
+    steps = [("retrieve", retrieve), ("relevance", relevance), ("similarity", similarity), ("stated", stated),
+             ("answer", answer)]
     for name, size in steps:
         if size == 0:
             continue
@@ -203,6 +244,9 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
             th, rep, usage = calibrate_retrieve(program, list(loader("retrieve", split))[:size], out_dir)
         elif name == "relevance":
             th, rep, usage = calibrate_relevance(program, list(loader("relevance", split)), size, out_dir)
+        elif name == "similarity":
+            exs = balanced(list(loader("qa_en", split)), size)
+            th, embedder, rep, usage = calibrate_similarity(program, exs, similarity_false_abstention, out_dir)
         else:
             exs = list(answer_examples) if answer_examples is not None else list(loader("qa_en", split))
             exs = exs[:size] if size is not None else exs
@@ -210,7 +254,9 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
                 th, rep, usage = calibrate_stated(program, exs, answer_objective, out_dir, verified_precision)
             else:
                 th, rep, usage = calibrate_answer(program, exs, answer_objective, out_dir)
-        update = {name: th}
+        update: dict[str, Any] = {name: th}
+        if name == "similarity":
+            update["similarity_embedder"] = embedder
         if name == "stated" and "verified" in rep:  # None fitted: never skip the support judge
             update["verified"] = rep["verified"]["threshold"] if rep["verified"]["threshold"] is not None else 1.0
         fitted = fitted.model_copy(update=update)

@@ -26,7 +26,8 @@ from typing import Any
 
 import dspy
 
-from optimize.calibrate import DEFAULT_ANSWER_OBJECTIVE, DEFAULT_VERIFIED_PRECISION, calibrate
+from optimize.calibrate import DEFAULT_ANSWER_OBJECTIVE, DEFAULT_SIMILARITY_FALSE_ABSTENTION
+from optimize.calibrate import DEFAULT_VERIFIED_PRECISION, calibrate
 from optimize.derived_data import derived_loader, read_manifest
 from optimize.errors import CompileError
 from optimize.eval_examples import balanced
@@ -107,6 +108,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                     seed: int = SEED, start_from: Path | str | None = None, calibrate_sizes: dict | None = None,
                     answer_objective: Any = DEFAULT_ANSWER_OBJECTIVE, data_dir: Path | str | None = None,
                     verified_precision: float = DEFAULT_VERIFIED_PRECISION,
+                    similarity_false_abstention: float = DEFAULT_SIMILARITY_FALSE_ABSTENTION,
                     teacher_lm: Any = None, language: str = "en",
                     retriever_of: Callable[[Any], Any] | None = None) -> CompileResult:
     """Compile SelfRAG's judgements (and end to end with ``e2e``) and write the artifact and its manifest.
@@ -132,6 +134,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
             with these sizes (``{"retrieve": 60, "relevance": 30, "answer": 24}``, 0 skips one); None = no.
         answer_objective: the answer threshold's objective (``"accuracy"`` or ``("max_false_abstention", x)``).
         verified_precision: the share of answerable questions above the ``verified`` threshold it is fitted for.
+        similarity_false_abstention: the false abstention the similarity gate is fitted for
+            (``calibrate_sizes["similarity"]`` questions; its share of the answer objective's budget).
         data_dir: a derived data folder (:mod:`optimize.derived_data`) read instead of ``splits_dir``;
             ``"all"`` then includes the ``answer`` stage.
         teacher_lm: the teacher LM of the bootstrapping optimizers and GEPA's reflection LM.
@@ -143,7 +147,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
     names, name = check_request(optimizer=optimizer, judgements=judgements, e2e=e2e, train=train, dev=dev,
                                 e2e_train=e2e_train, e2e_dev=e2e_dev, budget=budget, name=name,
                                 calibrate=calibrate_sizes is not None, with_answer=data_dir is not None)
-    runs_program = bool(calibrate_sizes and (calibrate_sizes.get("answer", 1) or calibrate_sizes.get("stated", 1)))
+    runs_program = bool(calibrate_sizes and (calibrate_sizes.get("answer", 1) or calibrate_sizes.get("stated", 1)
+                                             or calibrate_sizes.get("similarity", 0)))
     needs_corpus = e2e or runs_program
     if needs_corpus and retriever is None and (knowledge_base is None or datasets_dir is None):
         raise CompileError("the end-to-end stage needs a retriever, or a knowledge base and the datasets folder")
@@ -196,7 +201,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         answer_examples = balanced(list(loader("qa_en", "train")), qa_n) if qa_n else None
         calibration = calibrate(program, loader=loader, out_dir=out_dir / f"{name}.calibration",
                                 answer_objective=answer_objective, answer_examples=answer_examples,
-                                verified_precision=verified_precision, reporter=reporter, **sizes)
+                                verified_precision=verified_precision, reporter=reporter,
+                                similarity_false_abstention=similarity_false_abstention, **sizes)
     seconds = round(time.perf_counter() - start, 2)
 
     manifest = build_manifest(program, settings, optimizer=optimizer, budget=budget, params=params, stages=stages,

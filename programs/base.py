@@ -27,7 +27,7 @@ from programs.passages import cited_passages, citation, format_passages, passage
 from programs.retriever_calls import query_warning
 from programs.scoring import Candidate
 from programs.settings import ProgramSettings
-from programs.thresholds import Thresholds
+from programs.thresholds import Thresholds, top_similarity
 from programs.tracing import Tracer
 from programs.types import AbstainReason, Passage, RAGResult, Retriever, WebSearch
 from programs.web_budget import WebBudget
@@ -118,7 +118,10 @@ class RAGModule(dspy.Module):
                                                      ("relevance", cfg.relevance_threshold),
                                                      ("answer", cfg.answer_threshold),
                                                      ("stated", cfg.stated_threshold),
-                                                     ("verified", cfg.verified_threshold)) if value is not None}
+                                                     ("verified", cfg.verified_threshold),
+                                                     ("similarity", cfg.similarity_threshold)) if value is not None}
+        if cfg.similarity_threshold is not None:  # set in the settings: for whatever embedder is in use
+            overrides["similarity_embedder"] = ""
         return base.model_copy(update=overrides) if overrides else base
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RAGModule:
@@ -171,7 +174,9 @@ class RAGModule(dspy.Module):
             step = tracer.note("retrieve", None, query=query)
             step.ok, step.error = False, f"{type(exc).__name__}: {exc}"
             return []
-        step = tracer.note("retrieve", [p.id for p in passages], query=query)
+        top = top_similarity(passages)
+        extra = {} if top is None else {"top_similarity": round(top, 4)}
+        step = tracer.note("retrieve", [p.id for p in passages], query=query, **extra)
         step.seconds = round(time.perf_counter() - start, 4)
         warning = query_warning(self.retriever, query)
         if warning and not any(s.step == "query_warning" and s.output == warning for s in tracer.steps):

@@ -18,6 +18,7 @@ ABSTAIN_ANSWERS = {
 
 ABSTAIN_REASONS_ZH: dict[str, str] = {
     "no_relevant_passage": "已检索并评估了段落（包括允许的所有改写和网络搜索），但没有段落达到相关性阈值",
+    "low_similarity": "知识库返回的段落与问题都不够接近（最高的向量相似度低于阈值，包括允许的所有改写和网络搜索）",
     "no_answer_in_passages": "找到了相关段落，但每个候选回答的生成都表示这些段落不能回答该问题",
     "answer_not_stated": "找到了相关段落，但答案检查判断这些段落没有给出问题的答案（P(stated) 低于阈值），且没有剩余的网络搜索轮次",
     "unsupported": "最佳候选回答最可能的支持标签是“否”：段落不支持该回答",

@@ -7,8 +7,10 @@ support simply by accepting them:
   what HyDE needs (``selfrag.kb.retriever.HybridRetriever`` and the parent-document retriever take it);
 - ``collections``: the collection names to search (:class:`programs.collection_routing.CollectionsRetriever`).
 
-and one optional method, ``query_warning(query) -> str | None`` (:func:`query_warning`): what is wrong
-with searching ``query`` there (a language the collection's embedder does not serve), for the trace.
+one optional method, ``query_warning(query) -> str | None`` (:func:`query_warning`): what is wrong
+with searching ``query`` there (a language the collection's embedder does not serve), for the trace;
+and one optional attribute, ``embedder_name`` (:func:`retriever_embedder`): the embedder whose cosine
+scale the passages' ``similarity`` is on (a compiled similarity threshold holds only on that scale).
 
 :func:`call_retriever` passes each only to a retriever that accepts it, so every strategy works over
 any retriever (a plain one ignores routing; HyDE then fuses a search for the question with one for
@@ -70,3 +72,9 @@ def query_warning(retriever: Any, query: str) -> str | None:
     except Exception:  # noqa: BLE001 - a warning never costs the answer
         return None
     return str(warning) if warning else None
+
+
+def retriever_embedder(retriever: Any) -> str | None:
+    """``retriever.embedder_name`` when it declares one (None: unknown, e.g. a wrapper or a fake)."""
+    name = getattr(retriever, "embedder_name", None)
+    return name if isinstance(name, str) and name else None

@@ -9,6 +9,10 @@ for the decoded label when a backend has none). Three thresholds turn probabilit
 * ``answer``: answer with the final candidate when its confidence ≥ the threshold, else abstain;
 * ``stated``: before drafting, the answer check's P(the passages state the answer) ≥ the threshold, else
   the source lacks the answer (no rewrite: web when allowed, else abstain);
+* ``similarity``: a knowledge-base round whose passages' best dense (cosine) similarity to the query is
+  below it finds nothing — no grading or check call is spent (default 0: off). Cosines are on an
+  embedder's own scale, so a fitted value is bound to the embedder it was fitted with
+  (``similarity_embedder``) and is off over any other;
 * ``verified``: when the answer check is surer than this (P(stated) > it), the draft from the checked
   passages goes without a support call — its confidence is P(stated). The default 1.0 never skips.
 
@@ -28,7 +32,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from programs.scoring import SUPPORT_VALUE
-from programs.types import AbstainReason
+from programs.types import AbstainReason, Passage
 
 
 class Thresholds(BaseModel):
@@ -44,11 +48,19 @@ class Thresholds(BaseModel):
     verified: float = Field(1.0, ge=0.0, le=1.0,
                             description="skip the support judge on the checked draft when P(stated) > this "
                                         "(1.0 = always judge)")
+    similarity: float = Field(0.0, ge=0.0, le=1.0,
+                              description="a knowledge-base round whose best dense similarity is below this finds "
+                                          "nothing (no grading call); 0 = off")
+    similarity_embedder: str = Field("", description="the embedder the similarity threshold was fitted with: "
+                                                     "it applies only to a retriever with that embedder "
+                                                     "('' = any)")
 
 
 ABSTAIN_REASONS: dict[str, str] = {
     "no_relevant_passage": "passages were retrieved and graded (after every rewrite and web round allowed), "
                            "but none reached the relevance threshold",
+    "low_similarity": "no passage the knowledge base returned was close enough to the question (the best dense "
+                      "similarity below the compiled similarity threshold, after every rewrite and web round allowed)",
     "no_answer_in_passages": "relevant passages were found, but the answer generator said they do not answer "
                              "the question for every candidate",
     "answer_not_stated": "relevant passages were found, but the answer check judged that they do not state the "
@@ -79,6 +91,27 @@ def keep_passage(p_relevant: float, th: Thresholds) -> bool:
 def should_answer(confidence: float, th: Thresholds) -> bool:
     """Answer with the final candidate when its confidence (:func:`candidate_confidence`) ≥ the answer threshold."""
     return _prob(confidence, "confidence") >= th.answer
+
+
+def top_similarity(passages: list[Passage]) -> float | None:
+    """The best dense similarity among ``passages`` (None when no passage carries one: web results,
+    keyword-only retrieval, index nodes)."""
+    values = [p.similarity for p in passages if p.similarity is not None]
+    return max(values) if values else None
+
+
+def similarity_gate(th: Thresholds, embedder: str | None) -> float:
+    """The similarity threshold in force over a retriever whose embedder is ``embedder`` (None =
+    unknown): the threshold when it was fitted with that embedder or with none named, else 0 (off)."""
+    if th.similarity <= 0.0 or th.similarity_embedder in ("", embedder):
+        return th.similarity
+    return 0.0
+
+
+def too_dissimilar(top: float | None, gate: float) -> bool:
+    """Whether a round's passages are too far from the query to grade: their best similarity ``top``
+    is below ``gate`` (never when the gate is off or no passage has a similarity)."""
+    return gate > 0.0 and top is not None and top < gate
 
 
 def skips_support(p_stated: float | None, th: Thresholds) -> bool:

@@ -20,6 +20,9 @@ class Passage(BaseModel):
     text: str
     score: float = 0.0
     metadata: dict[str, Any] = Field(default_factory=dict)
+    similarity: float | None = None
+    """The query–passage cosine similarity of the dense search that found it (None when no dense search
+    did: keyword-only, web, a summary node built without one). Unlike ``score``, it survives fusion."""
 
     @property
     def source(self) -> str:
@@ -116,8 +119,8 @@ class Usage(BaseModel):
 SupportLevel = Literal["fully", "partially", "no"]
 
 AbstainReason = Literal[
-    "no_relevant_passage", "no_answer_in_passages", "answer_not_stated", "unsupported", "low_confidence",
-    "web_failed", "retrieval_failed", "lm_error", "direct_unanswerable",
+    "no_relevant_passage", "low_similarity", "no_answer_in_passages", "answer_not_stated", "unsupported",
+    "low_confidence", "web_failed", "retrieval_failed", "lm_error", "direct_unanswerable",
 ]
 """Why a program abstained (see ``programs.thresholds.ABSTAIN_REASONS`` for each)."""
 

@@ -49,13 +49,20 @@ def compile_cmd(
     model: ModelOpt = None,
     threads: ThreadsOpt = None,
     calibrate: Annotated[bool, typer.Option(
-        "--calibrate", help="Fit the retrieve / relevance / answer thresholds on the program's soft scores "
+        "--calibrate", help="Fit the retrieve / relevance / similarity / stated / answer thresholds on the program's soft scores "
                             "(after the optimizer stages; with --judgement none, calibrate only).")] = False,
     cal_retrieve: Annotated[int, typer.Option("--cal-retrieve", min=0, help="retrieve questions (0 = skip).")] = 60,
     cal_relevance: Annotated[int, typer.Option("--cal-relevance", min=0, help="relevance questions (0 = skip).")] = 30,
     cal_stated: Annotated[int, typer.Option("--cal-stated", min=0,
                                             help="qa_en questions for the answer check, half unanswerable.")] = 24,
     cal_answer: Annotated[int, typer.Option("--cal-answer", min=0, help="qa_en questions, half unanswerable.")] = 24,
+    cal_similarity: Annotated[int, typer.Option(
+        "--cal-similarity", min=0, help="qa_en questions for the similarity gate, half unanswerable (retrieval "
+                                        "only, no LM call; 0 = skip).")] = 200,
+    similarity_false_abstention: Annotated[float, typer.Option(
+        "--similarity-false-abstention", min=0.0, max=1.0,
+        help="The similarity gate's false abstention on those questions (its share of the answer objective's "
+             "budget: the answer check's threshold is then fitted for both together).")] = 0.04,
     answer_objective: Annotated[str, typer.Option(
         "--answer-objective", help="accuracy, or max-false-abstention=X (default 0.1).")] = "max-false-abstention=0.1",
     verified_precision: Annotated[float, typer.Option(
@@ -116,8 +123,8 @@ def compile_cmd(
         data_manifest = read_manifest(data) if data is not None else None
     except OptimizeError as exc:
         fail(str(exc), 2)
-    sizes = ({"retrieve": cal_retrieve, "relevance": cal_relevance, "stated": cal_stated, "answer": cal_answer}
-             if calibrate else None)
+    sizes = ({"retrieve": cal_retrieve, "relevance": cal_relevance, "similarity": cal_similarity,
+              "stated": cal_stated, "answer": cal_answer} if calibrate else None)
     settings = settings_from(config, {"lm": {"profile": profile, "model": model, "threads": threads}})
 
     retriever = None
@@ -139,7 +146,8 @@ def compile_cmd(
                           retriever_of=lambda kb: wiring.build_retriever(settings, kb))
             if program == "selfrag":
                 result = compile_program(settings, **common, calibrate_sizes=sizes, answer_objective=objective,
-                                         verified_precision=verified_precision, retriever=retriever, **request)
+                                         verified_precision=verified_precision, retriever=retriever,
+                                         similarity_false_abstention=similarity_false_abstention, **request)
             else:  # built as `selfrag eval` builds it, compiled end to end
                 result = compile_strategy_program(
                     settings, program, **common, **e2e_request(request),

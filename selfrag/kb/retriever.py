@@ -29,6 +29,11 @@ class DenseRetriever:
         self.store = store
         self.embedder = embedder
 
+    @property
+    def embedder_name(self) -> str:
+        """The embedder whose cosine scale the passages' ``similarity`` is on."""
+        return str(self.embedder.name)
+
     def query_warning(self, query: str) -> str | None:
         """A warning when ``query``'s language is not one the embedder serves (dense search is then
         near random); None otherwise. BM25 still matches its words."""
@@ -100,6 +105,10 @@ class HybridRetriever:
 
     def query_warning(self, query: str) -> str | None:
         return self.dense.query_warning(query) if self.weights[0] > 0 else None
+
+    @property
+    def embedder_name(self) -> str | None:
+        return self.dense.embedder_name if self.weights[0] > 0 else None
 
     def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None, *,
                  dense_query: str | None = None) -> list[Passage]:

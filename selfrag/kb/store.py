@@ -217,7 +217,7 @@ class ChromaStore:
         )
         ids = res["ids"][0] if res["ids"] else []
         return [
-            Passage(id=i, text=t or "", score=1.0 - float(d), metadata=dict(m or {}))
+            Passage(id=i, text=t or "", score=1.0 - float(d), metadata=dict(m or {}), similarity=1.0 - float(d))
             for i, t, m, d in zip(ids, res["documents"][0], res["metadatas"][0], res["distances"][0])
         ]
 

@@ -100,6 +100,23 @@ def test_retrievers_satisfy_protocol_and_hybrid_fuses(make_kb, docs_dir):
         kb.retriever("fuzzy")
 
 
+def test_dense_similarity_survives_fusion_and_the_retrievers_name_their_embedder(make_kb, docs_dir, hash_embedder):
+    """The similarity gate reads each passage's dense cosine after RRF replaced its score."""
+    from programs.retriever_calls import retriever_embedder
+
+    kb = make_kb()
+    kb.ingest([docs_dir], progress=False)
+    dense = {p.id: p.score for p in kb.retrieve("Dogs bark", k=20, mode="dense")}
+    hybrid = kb.retrieve("Dogs bark", k=5, mode="hybrid")
+    assert all(p.similarity == pytest.approx(dense[p.id]) for p in hybrid if p.id in dense)
+    assert hybrid[0].similarity is not None and hybrid[0].score != hybrid[0].similarity
+    assert all(p.similarity is None for p in kb.retrieve("Dogs bark", k=5, mode="bm25"))
+    assert retriever_embedder(kb.retriever("hybrid")) == hash_embedder.name
+    assert retriever_embedder(kb.retriever("dense")) == hash_embedder.name
+    assert retriever_embedder(kb.retriever("bm25")) is None
+    assert retriever_embedder(make_kb(dense_weight=0.0).retriever("hybrid")) is None
+
+
 def test_bm25_index_survives_restart_and_rebuilds_when_stale(make_kb, docs_dir, tmp_path):
     kb = make_kb()
     kb.ingest([docs_dir], progress=False)

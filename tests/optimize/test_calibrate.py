@@ -72,10 +72,11 @@ def test_a_stage_of_size_zero_keeps_its_default(tmp_path):
 def test_a_skipped_stage_keeps_the_threshold_the_program_was_compiled_with():
     lm, _ = scripted_lm({})
     program = SelfRAG(ListRetriever(KB), generator_lm=lm, adapter=dspy.JSONAdapter())
-    program.compiled_thresholds = Thresholds(retrieve=0.7, relevance=0.05, answer=0.5, stated=0.3)
-    report = calibrate(program, loader=lambda t, s: [], retrieve=0, relevance=0, stated=0, answer=0)
+    program.compiled_thresholds = Thresholds(retrieve=0.7, relevance=0.05, answer=0.5, stated=0.3,
+                                             similarity=0.4, similarity_embedder="e")
+    report = calibrate(program, loader=lambda t, s: [], retrieve=0, relevance=0, similarity=0, stated=0, answer=0)
     assert report["thresholds"] == {"retrieve": 0.7, "relevance": 0.05, "answer": 0.5, "stated": 0.3,
-                                    "verified": 1.0}
+                                    "verified": 1.0, "similarity": 0.4, "similarity_embedder": "e"}
 
 
 ANSWER_SCRIPT = {
@@ -129,3 +130,52 @@ def test_stated_stage_is_skipped_for_a_program_without_the_answer_check():
     report = calibrate(program, loader=lambda task, split: SPLITS[(task, split)], retrieve=0, relevance=0,
                        answer=0)
     assert report["stages"] == {} and report["thresholds"]["stated"] == 0.5 and engine.calls == []
+
+
+# The similarity gate: 5 answerable and 5 unanswerable questions whose passages have these best dense similarities.
+SIMS = {f"answerable question {i}": s for i, s in enumerate((0.3, 0.6, 0.65, 0.7, 0.75))}
+SIMS.update({f"unanswerable question {i}": s for i, s in enumerate((0.2, 0.25, 0.35, 0.4, 0.8))})
+SIM_QA = [ex(question=q, answers=["x"] if q.startswith("answerable") else [], answerable=q.startswith("answerable"))
+          for q in SIMS]
+
+
+class SimilarityRetriever(ListRetriever):
+    embedder_name = "emb-a"
+
+    def retrieve(self, query, k=5, filters=None):
+        return [p.model_copy(update={"similarity": SIMS.get(query, 0.9)}) for p in super().retrieve(query, k, filters)]
+
+
+def test_similarity_stage_fits_the_gate_for_its_false_abstention_without_an_lm_call(tmp_path):
+    lm, engine = scripted_lm({})
+    program = SelfRAG(SimilarityRetriever(KB), config=ProgramSettings(retrieve_rules=False), generator_lm=lm,
+                      adapter=dspy.JSONAdapter())
+    report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, similarity=10, stated=0,
+                       answer=0, similarity_false_abstention=0.2, out_dir=tmp_path)
+    # below 0.6: 4 of 5 unanswerable and 1 of 5 answerable (the most a 0.2 false abstention allows)
+    assert 0.4 < report["thresholds"]["similarity"] <= 0.6
+    assert report["thresholds"]["similarity_embedder"] == "emb-a"
+    stage = report["stages"]["similarity"]
+    assert stage["abstention_unanswerable"] == 0.8 and stage["false_abstention"] == pytest.approx(0.2)
+    assert stage["embedder"] == "emb-a" and stage["cost"]["lm_calls"] == 0 and engine.calls == []
+    assert program.thresholds.similarity == report["thresholds"]["similarity"]
+
+
+def test_similarity_stage_keeps_the_gate_off_for_a_retriever_that_names_no_embedder():
+    lm, _ = scripted_lm({})
+    program = SelfRAG(ListRetriever(KB), generator_lm=lm, adapter=dspy.JSONAdapter())
+    report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, similarity=10, stated=0,
+                       answer=0)
+    assert report["thresholds"]["similarity"] == 0.0 and "kept_default" in report["stages"]["similarity"]
+
+
+def test_stated_stage_counts_a_question_the_gate_stops_as_abstained():
+    lm, engine = scripted_lm(ANSWER_SCRIPT, probs={"check_answer": {"stated": {"yes": 0.9, "no": 0.1}}})
+    program = SelfRAG(SimilarityRetriever(KB), config=ProgramSettings(retrieve_rules=False, relevance_threshold=0.1),
+                      generator_lm=lm, adapter=dspy.JSONAdapter())
+    program.compiled_thresholds = Thresholds(similarity=0.6, similarity_embedder="emb-a")
+    report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, stated=10, answer=0)
+    stated = report["stages"]["stated"]
+    # 5 questions stop at the gate (P = 0, no check call); the other 5 are checked
+    assert stated["similarity_gated"] == 5 and stated["n"] == 10 and engine.count("check_answer") == 5
+    assert engine.count("grade_relevance_batch") == 5
