@@ -16,8 +16,9 @@ probabilities, read from token log-probabilities):
 4. **stated** (the answer check) on ``qa_en``: per question, retrieve and grade as in a first round, then
    the check's P(the passages state the answer); positive = the question is answerable. Same objective as
    the answer stage (default: false abstention ≤ 0.1), counting a question the similarity gate stops as
-   P = 0 (abstained), so the objective holds for the gate and the check together. Skipped (size 0) for a
-   program without the check.
+   P = 0 (abstained), so the objective holds for the gate and the check together; such questions are still
+   checked so that the report's ``rows`` hold both signals per question (``bench/bench_gate_check.py`` fits
+   them jointly). Skipped (size 0) for a program without the check.
    The same scores fit ``verified``: the lowest P(stated) above which ≥ 90% (``verified_precision``) of
    the questions are answerable; above it the checked draft skips the support judge.
 5. **answer** on ``qa_en``: the program runs end to end with the answer threshold at 0 (it answers
@@ -167,20 +168,29 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
     With ``verified_precision``, the same scores also fit the ``verified`` threshold (``report["verified"]``):
     the lowest P(stated) above which at least that share of the questions is answerable (≥ 3 of them),
     i.e. where the check is sure enough to stand in for the support judge; none found = never skip."""
-    usage, probs, labels, no_relevant, gated = Usage(), [], [], 0, 0
+    from programs.retriever_calls import retriever_embedder
+    from programs.thresholds import similarity_gate, too_dissimilar
+
+    gate = similarity_gate(program.thresholds, retriever_embedder(getattr(program, "retriever", None)))
+    usage, probs, labels, rows, no_relevant, gated = Usage(), [], [], [], 0, 0
     for ex in examples:
-        p, tracer = program.stated_probability(str(M.field_value(ex, "question")))
+        question, answerable = str(M.field_value(ex, "question")), bool(M.field_value(ex, "answerable", True))
+        p, tracer = program.stated_probability(question, gate=False)  # checked even below the gate: the rows
+        top, _ = program.retrieval_similarity(question)                # hold both signals for a joint fit
         usage = usage.add(tracer.usage)
-        if p is None and any(step.step == "similarity_gate" for step in tracer.steps):
+        rows.append({"p_stated": None if p is None else round(p, 4),
+                     "top_similarity": None if top is None else round(top, 4), "answerable": answerable})
+        if too_dissimilar(top, gate):
             gated += 1  # the similarity gate abstains on it whatever P(stated): count it as P = 0, so the
             p = 0.0     # objective (false abstention ≤ x) holds for the gate and the check together
         if p is None:
             no_relevant += 1  # nothing relevant (or the check failed): the check does not decide this question
             continue
         probs.append(p)
-        labels.append(bool(M.field_value(ex, "answerable", True)))
+        labels.append(answerable)
     threshold, report = _fit("stated", probs, labels, objective, out_dir, Thresholds().stated)
     report["questions"], report["not_checked"], report["similarity_gated"] = len(examples), no_relevant, gated
+    report["rows"] = rows  # per question: P(stated) without the gate, the top dense similarity, the label
     if verified_precision is not None and probs and len(set(labels)) == 2:
         verified, curve = fit_min_precision(probs, labels, verified_precision)
         report["verified"] = {"precision_target": verified_precision, "threshold": verified, "curve": curve}

@@ -264,13 +264,13 @@ class SelfRAG(RAGModule):
         record_soft(step, soft)
         return None if soft is None else soft.p("yes") + soft.p("continue")
 
-    def stated_probability(self, question: str) -> tuple[float | None, Tracer]:
+    def stated_probability(self, question: str, gate: bool = True) -> tuple[float | None, Tracer]:
         """What the answer check gives in a first round: retrieve, grade, then P(stated) on the first
-        draft's passages (None when the similarity gate stops the round — trace step ``similarity_gate`` —,
-        no passage is relevant or the check failed), with the trace."""
+        draft's passages (None when the similarity gate stops the round — trace step ``similarity_gate``;
+        ``gate=False`` checks past it —, no passage is relevant or the check failed), with the trace."""
         tracer = Tracer()
         passages = self._retrieve(tracer, question, self.config.grade_pool or self.config.k)
-        if self._too_dissimilar(tracer, passages):
+        if gate and self._too_dissimilar(tracer, passages):
             return None, tracer
         relevant = self._relevant(tracer, question, passages)
         return (self._p_stated(tracer, question, relevant) if relevant else None), tracer

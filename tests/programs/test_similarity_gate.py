@@ -105,6 +105,9 @@ def test_stated_probability_stops_at_the_gate():
     assert p is None and [s.step for s in tracer.steps] == ["retrieve", "similarity_gate"]
     assert engine.roles() == []
     assert program.retrieval_similarity(QUESTION)[0] == 0.2
+    p, tracer = program.stated_probability(QUESTION, gate=False)  # calibration: checked past the gate
+    assert p is not None and engine.roles() == ["grade_relevance_batch", "check_answer"]
+    assert not any(s.step == "similarity_gate" for s in tracer.steps)
 
 
 def test_the_gate_and_its_embedder_survive_an_artifact_round_trip(tmp_path):

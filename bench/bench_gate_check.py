@@ -1,0 +1,99 @@
+"""The similarity gate and the answer check, fitted alone, in sequence, or jointly: which abstains most?
+
+    .venv/bin/python bench/bench_gate_check.py MANIFEST [--run RUN_ID] [--reports reports]
+                                               [--max-false-abstention 0.1]
+
+MANIFEST is a compile manifest whose ``stated`` calibration stage recorded ``rows`` (each question's
+P(stated) without the gate, its first retrieval's top dense similarity and whether it is answerable;
+``selfrag compile --calibrate --cal-stated N``). Each rule is fitted on those rows for the most
+abstention on unanswerable questions at false abstention ≤ the bound:
+
+* check alone — abstain when P(stated) < t;
+* gate alone — abstain when the top similarity < s;
+* gate, then check — s as compiled in the manifest, t fitted on what the gate lets through (what
+  ``calibrate`` does);
+* joint — s and t searched together.
+
+With ``--run``, the fitted rules are replayed on the first-round signals of that eval run's compiled
+program (out of sample; a question whose first round the gate stopped has no P(stated): counted as 0).
+A question without P(stated) (nothing relevant, a failed check) counts as 0 everywhere. No LM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from bench_answerability import SIGNALS  # the same first-round signals the answerability bench reads
+
+Rows = list[tuple[float, float, bool]]  # (P(stated), top similarity, answerable)
+
+
+def _point(rows: Rows, s: float, t: float) -> tuple[float, float]:
+    """(abstention on unanswerable, false abstention) of "abstain when similarity < s or P(stated) < t"."""
+    abstain = [(sim < s or p < t, a) for p, sim, a in rows]
+    pos = sum(a for _, a in abstain) or 1
+    neg = (len(abstain) - sum(a for _, a in abstain)) or 1
+    return sum(d for d, a in abstain if not a) / neg, sum(d for d, a in abstain if a) / pos
+
+
+def _best(rows: Rows, pairs: list[tuple[float, float]], bound: float) -> tuple[float, float]:
+    """The (s, t) of ``pairs`` with the most abstention at false abstention ≤ ``bound`` (ties: the least false
+    abstention, then the lowest t, then the highest s — the rule that gates more and calls the check less)."""
+    points = {st: _point(rows, *st) for st in pairs}
+    feasible = [st for st in pairs if points[st][1] <= bound + 1e-12]  # (0, 0) abstains on nothing: always there
+    return max(feasible, key=lambda st: (points[st][0], -points[st][1], -st[1], st[0]))
+
+
+def fit_rules(rows: Rows, gate: float, bound: float) -> dict[str, tuple[float, float]]:
+    """(s, t) of each rule, fitted on ``rows`` for the most abstention at false abstention ≤ ``bound``."""
+    ss = [0.0, *sorted({sim for _, sim, _ in rows})]
+    ts = [0.0, *sorted({p for p, _, _ in rows})]
+    return {"check alone": _best(rows, [(0.0, t) for t in ts], bound),
+            "gate alone": _best(rows, [(s, 0.0) for s in ss], bound),
+            "gate, then check": _best(rows, [(gate, t) for t in ts], bound),
+            "joint": _best(rows, [(s, t) for s in ss for t in ts], bound)}
+
+
+def manifest_rows(path: Path) -> tuple[Rows, float]:
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    rows = manifest["calibration"]["stages"]["stated"].get("rows")
+    if not rows:
+        raise SystemExit(f"{path}: its stated calibration stage recorded no rows (recalibrate with --cal-stated N)")
+    return ([(r["p_stated"] or 0.0, r["top_similarity"] or 0.0, bool(r["answerable"])) for r in rows],
+            float(manifest["thresholds"].get("similarity", 0.0)))
+
+
+def run_rows(reports: Path, run_id: str) -> Rows:
+    rows = []
+    for line in (reports / run_id / "results.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row.get("program", "").startswith("compiled:"):
+            p, sim = SIGNALS["answer check P(stated)"](row), SIGNALS["top dense similarity"](row)
+            rows.append((p or 0.0, sim or 0.0, bool(row.get("answerable"))))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("manifest", type=Path)
+    ap.add_argument("--run", default=None)
+    ap.add_argument("--reports", type=Path, default=Path("reports"))
+    ap.add_argument("--max-false-abstention", type=float, default=0.1)
+    args = ap.parse_args()
+    train, gate = manifest_rows(args.manifest)
+    dev = run_rows(args.reports, args.run) if args.run else []
+    print(f"fitted on {len(train)} calibration questions at false abstention ≤ {args.max_false_abstention}"
+          + (f"; replayed on run {args.run} ({len(dev)} questions)" if dev else ""))
+    print("| rule | similarity s | stated t | train abstention | train false abst. | dev abstention | dev false abst. |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, (s, t) in fit_rules(train, gate, args.max_false_abstention).items():
+        tr = _point(train, s, t)
+        dv = _point(dev, s, t) if dev else None
+        print(f"| {name} | {s:.3f} | {t:.3f} | {tr[0]:.2f} | {tr[1]:.2f} | "
+              + (f"{dv[0]:.2f} | {dv[1]:.2f} |" if dv else "— | — |"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""bench/bench_gate_check.py: the gate and the check fitted alone, in sequence and jointly, on known rows."""
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = str(Path(__file__).resolve().parents[2] / "bench")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, BENCH)  # a bench script imports its sibling scripts by name
+    try:
+        return importlib.import_module("bench_gate_check")
+    finally:
+        sys.path.remove(BENCH)
+
+
+# 10 answerable, 10 unanswerable: the gate (similarity) catches unanswerable u0-u3, the check u4-u7;
+# one answerable question is low on each signal, so a 0.1 false-abstention budget allows one of each.
+ANS = [(0.9, 0.8, True)] * 8 + [(0.2, 0.8, True), (0.9, 0.2, True)]
+UNANS = [(0.9, 0.1, False)] * 4 + [(0.1, 0.8, False)] * 4 + [(0.9, 0.8, False)] * 2
+
+
+def test_the_joint_rule_combines_what_each_signal_catches_within_the_budget(bench):
+    fit_rules, _point = bench.fit_rules, bench._point
+    rules = fit_rules(ANS + UNANS, gate=0.15, bound=0.1)
+    assert _point(ANS + UNANS, *rules["check alone"]) == (0.4, 0.0)
+    assert _point(ANS + UNANS, *rules["gate alone"]) == (0.4, 0.0)
+    assert _point(ANS + UNANS, *rules["gate, then check"]) == (0.8, 0.0)
+    assert _point(ANS + UNANS, *rules["joint"]) == (0.8, 0.0)
+    rules = fit_rules(ANS + UNANS, gate=0.15, bound=0.0)
+    assert all(_point(ANS + UNANS, *st)[1] == 0.0 for st in rules.values())
+
+
+def test_a_manifest_without_rows_is_refused_with_its_path(bench, tmp_path):
+    manifest_rows = bench.manifest_rows
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"thresholds": {}, "calibration": {"stages": {"stated": {}}}}))
+    with pytest.raises(SystemExit, match="m.json: its stated calibration stage recorded no rows"):
+        manifest_rows(path)
+    rows = [{"p_stated": None, "top_similarity": 0.4, "answerable": True}]
+    path.write_text(json.dumps({"thresholds": {"similarity": 0.3},
+                                "calibration": {"stages": {"stated": {"rows": rows}}}}))
+    assert manifest_rows(path) == ([(0.0, 0.4, True)], 0.3)
