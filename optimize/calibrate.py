@@ -43,7 +43,8 @@ from optimize import metrics as M
 from optimize.eval_examples import balanced
 from optimize.calibration import ece, fit_threshold, plot_coverage_accuracy, reliability_diagram
 from optimize.calibration import coverage_accuracy_curve, evaluate_threshold, fit_min_precision
-from programs.thresholds import Thresholds
+from programs.retriever_calls import retriever_embedder
+from programs.thresholds import Thresholds, too_dissimilar
 from programs.types import Passage, Usage
 
 SplitLoader = Callable[[str, str], Sequence[Any]]
@@ -168,10 +169,7 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
     With ``verified_precision``, the same scores also fit the ``verified`` threshold (``report["verified"]``):
     the lowest P(stated) above which at least that share of the questions is answerable (≥ 3 of them),
     i.e. where the check is sure enough to stand in for the support judge; none found = never skip."""
-    from programs.retriever_calls import retriever_embedder
-    from programs.thresholds import similarity_gate, too_dissimilar
-
-    gate = similarity_gate(program.thresholds, retriever_embedder(getattr(program, "retriever", None)))
+    gate = program.gate_threshold
     usage, probs, labels, rows, no_relevant, gated = Usage(), [], [], [], 0, 0
     for ex in examples:
         question, answerable = str(M.field_value(ex, "question")), bool(M.field_value(ex, "answerable", True))
@@ -203,8 +201,6 @@ def calibrate_similarity(program: Any, examples: Sequence[Any], max_false_absten
     (no LM call): the threshold below which a round finds nothing, for the most abstention on
     unanswerable questions with false abstention ≤ ``max_false_abstention``. Returns it with the
     embedder it holds for; 0 (off) when the retriever names no embedder or gives no similarities."""
-    from programs.retriever_calls import retriever_embedder
-
     embedder = retriever_embedder(getattr(program, "retriever", None))
     if embedder is None:
         return 0.0, "", {"n": 0, "kept_default": "the retriever names no embedder"}, Usage()

@@ -129,11 +129,17 @@ class SelfRAG(RAGModule):
         th = self.thresholds.relevance
         return [(p, s) for p, s in zip(passages, scores) if s is not None and s >= th]
 
+    @property
+    def gate_threshold(self) -> float:
+        """The similarity threshold in force over this program's retriever (0 = off: unfitted, or fitted
+        for another embedder)."""
+        return similarity_gate(self.thresholds, retriever_embedder(self.retriever))
+
     def _too_dissimilar(self, tracer: Tracer, passages: list[Passage]) -> bool:
         """Whether a knowledge-base round's passages are all too far from the query to be worth grading
         (their best dense similarity below the similarity threshold in force for this retriever's
         embedder); recorded as the trace step ``similarity_gate`` when they are."""
-        gate = similarity_gate(self.thresholds, retriever_embedder(self.retriever))
+        gate = self.gate_threshold
         top = top_similarity(passages)
         if not too_dissimilar(top, gate):
             return False

@@ -217,8 +217,9 @@ class ChromaStore:
         )
         ids = res["ids"][0] if res["ids"] else []
         return [
-            Passage(id=i, text=t or "", score=1.0 - float(d), metadata=dict(m or {}), similarity=1.0 - float(d))
-            for i, t, m, d in zip(ids, res["documents"][0], res["metadatas"][0], res["distances"][0])
+            Passage(id=i, text=t or "", score=sim, metadata=dict(m or {}), similarity=sim)
+            for i, t, m, sim in zip(ids, res["documents"][0], res["metadatas"][0],
+                                    (1.0 - float(d) for d in res["distances"][0]))
         ]
 
 
