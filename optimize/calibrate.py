@@ -17,8 +17,12 @@ probabilities, read from token log-probabilities):
    the check's P(the passages state the answer); positive = the question is answerable. Same objective as
    the answer stage (default: false abstention ≤ 0.1), counting a question the similarity gate stops as
    P = 0 (abstained), so the objective holds for the gate and the check together; such questions are still
-   checked so that the report's ``rows`` hold both signals per question (``bench/bench_gate_check.py`` fits
-   them jointly). Skipped (size 0) for a program without the check.
+   checked so that the report's ``rows`` hold both signals per question. With the gate on (the similarity
+   stage fitted it, or the artifact it is compiled from has it) the gate and the check are then **fitted
+   together**: the pair (similarity, stated) with the most abstention for the objective over every
+   distinct decision of both on these questions (a question the check does not decide counts as
+   abstained), which replaces the similarity stage's threshold (``bench/bench_gate_check.py`` compares
+   the rules). Skipped (size 0) for a program without the check.
    The same scores fit ``verified``: the lowest P(stated) above which ≥ 90% (``verified_precision``) of
    the questions are answerable; above it the checked draft skips the support judge.
 5. **answer** on ``qa_en``: the program runs end to end with the answer threshold at 0 (it answers
@@ -43,6 +47,7 @@ from optimize import metrics as M
 from optimize.eval_examples import balanced
 from optimize.calibration import ece, fit_threshold, plot_coverage_accuracy, reliability_diagram
 from optimize.calibration import coverage_accuracy_curve, evaluate_threshold, fit_min_precision
+from optimize.calibration import fit_joint_thresholds
 from programs.retriever_calls import retriever_embedder
 from programs.thresholds import Thresholds, too_dissimilar
 from programs.types import Passage, Usage
@@ -163,14 +168,47 @@ def calibrate_answer(program: Any, examples: Sequence[Any], objective: Any,
     return threshold, report, usage
 
 
+def _stated_scores(rows: list[dict[str, Any]], gate: float) -> tuple[list[float], list[bool], int, int]:
+    """P(stated) and label per checked question, a question the gate ``gate`` stops counted as P = 0 (the
+    gate abstains on it whatever P(stated), so the objective holds for the gate and the check together);
+    with how many were not checked (nothing relevant, a failed check) and how many the gate stops."""
+    probs, labels, not_checked, gated = [], [], 0, 0
+    for row in rows:
+        p = row["p_stated"]
+        if too_dissimilar(row["top_similarity"], gate):
+            gated, p = gated + 1, 0.0
+        if p is None:
+            not_checked += 1  # nothing relevant (or the check failed): the check does not decide this question
+            continue
+        probs.append(p)
+        labels.append(row["answerable"])
+    return probs, labels, not_checked, gated
+
+
+def _joint_gate(rows: list[dict[str, Any]], objective: Any) -> dict[str, Any] | None:
+    """The similarity gate and the check's threshold fitted together on ``rows`` (a question the check
+    does not decide counts as abstained; one without a similarity is never gated), or None when the rows
+    cannot decide (fewer than 4, one class)."""
+    labels = [r["answerable"] for r in rows]
+    if len(rows) < 4 or len(set(labels)) < 2:
+        return None
+    sims = [1.0 if r["top_similarity"] is None else min(1.0, max(0.0, r["top_similarity"])) for r in rows]
+    fit = fit_joint_thresholds(sims, [r["p_stated"] or 0.0 for r in rows], labels, objective)
+    return {"similarity": fit.first, "stated": fit.second, "objective": fit.objective, "rules": fit.rules,
+            "accuracy": round(fit.point.accuracy, 4), "false_abstention": round(fit.point.false_abstention, 4),
+            "abstention_unanswerable": round(1.0 - fit.point.false_acceptance, 4)}
+
+
 def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_dir: Path | None,
                      verified_precision: float | None = DEFAULT_VERIFIED_PRECISION) -> tuple[float, dict, Usage]:
     """P(stated) of the answer check on each question's first-round passages vs. whether it is answerable.
+    With the similarity gate on, the gate and the check are fitted together (``report["joint"]``: the
+    pair of thresholds with the most abstention for the objective; the gate's new threshold is
+    ``report["joint"]["similarity"]``), else the check alone.
     With ``verified_precision``, the same scores also fit the ``verified`` threshold (``report["verified"]``):
     the lowest P(stated) above which at least that share of the questions is answerable (≥ 3 of them),
     i.e. where the check is sure enough to stand in for the support judge; none found = never skip."""
-    gate = program.gate_threshold
-    usage, probs, labels, rows, no_relevant, gated = Usage(), [], [], [], 0, 0
+    usage, rows = Usage(), []
     for ex in examples:
         question, answerable = str(M.field_value(ex, "question")), bool(M.field_value(ex, "answerable", True))
         p, tracer = program.stated_probability(question, gate=False)  # checked even below the gate: the rows
@@ -178,15 +216,15 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
         usage = usage.add(tracer.usage)
         rows.append({"p_stated": None if p is None else round(p, 4),
                      "top_similarity": None if top is None else round(top, 4), "answerable": answerable})
-        if too_dissimilar(top, gate):
-            gated += 1  # the similarity gate abstains on it whatever P(stated): count it as P = 0, so the
-            p = 0.0     # objective (false abstention ≤ x) holds for the gate and the check together
-        if p is None:
-            no_relevant += 1  # nothing relevant (or the check failed): the check does not decide this question
-            continue
-        probs.append(p)
-        labels.append(answerable)
+    gate = program.gate_threshold
+    joint = _joint_gate(rows, objective) if gate > 0.0 else None
+    if joint is not None:
+        gate = joint["similarity"]
+    probs, labels, no_relevant, gated = _stated_scores(rows, gate)
     threshold, report = _fit("stated", probs, labels, objective, out_dir, Thresholds().stated)
+    if joint is not None:  # the check alone behind the joint gate would take ``threshold_given_gate``
+        report["threshold_given_gate"], report["joint"] = threshold, joint
+        threshold = report["threshold"] = joint["stated"]
     report["questions"], report["not_checked"], report["similarity_gated"] = len(examples), no_relevant, gated
     report["rows"] = rows  # per question: P(stated) without the gate, the top dense similarity, the label
     if verified_precision is not None and probs and len(set(labels)) == 2:
@@ -263,6 +301,8 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
         update: dict[str, Any] = {name: th}
         if name == "similarity":
             update["similarity_embedder"] = embedder
+        if name == "stated" and "joint" in rep:  # the gate refitted together with the check
+            update["similarity"] = rep["joint"]["similarity"]
         if name == "stated" and "verified" in rep:  # None fitted: never skip the support judge
             update["verified"] = rep["verified"]["threshold"] if rep["verified"]["threshold"] is not None else 1.0
         fitted = fitted.model_copy(update=update)

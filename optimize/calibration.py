@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal, Union
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 Objective = Union[
@@ -138,26 +139,75 @@ def fit_threshold(probs: Sequence[float], labels: Sequence[bool | int],
     nothing); ``("max_false_acceptance", x)`` likewise with false acceptance ≤ x. Ties go to the
     lowest threshold: of equally accurate rules, the one that abstains least.
     """
+    key, bounded, limit, name = _objective_filter(objective)
     curve = threshold_curve(probs, labels)
-    if objective in ("accuracy", "balanced_accuracy"):
-        feasible, key, name = curve, objective, str(objective)
-    elif isinstance(objective, tuple) and len(objective) == 2 and objective[0] in ("max_false_abstention",
-                                                                                     "max_false_acceptance"):
-        limit = float(objective[1])
-        if not 0.0 <= limit <= 1.0:
-            raise ValueError(f"{objective[0]} target must lie in [0, 1], got {limit}")
-        field = objective[0].removeprefix("max_")
-        feasible = [pt for pt in curve if getattr(pt, field) <= limit + 1e-12]
-        key, name = "accuracy", f"{objective[0]}<={limit:g}"
-    else:
-        raise ValueError(f"unknown objective {objective!r}; use 'accuracy', 'balanced_accuracy', "
-                         "('max_false_abstention', x) or ('max_false_acceptance', x)")
+    feasible = curve if bounded is None else [pt for pt in curve if getattr(pt, bounded) <= limit + 1e-12]
     if not feasible:
         raise ValueError(f"no threshold reaches {name} on this dev set")
     best = max(feasible, key=lambda pt: (getattr(pt, key), -pt.threshold))
     ys = [bool(y) for y in labels]
     return ThresholdFit(threshold=best.threshold, objective=name, point=best, curve=curve, n=len(ys),
                         n_positive=sum(ys))
+
+
+class JointFit(BaseModel):
+    """Two thresholds fitted together for the rule "positive when a ≥ ``first`` and b ≥ ``second``"."""
+
+    first: float
+    second: float
+    objective: str
+    point: CurvePoint  # its ``threshold`` field is ``second``; ``first`` is above
+    n: int
+    n_positive: int
+    rules: int  # how many (first, second) pairs were scored
+
+
+def _objective_filter(objective: Objective) -> tuple[str, str | None, float, str]:
+    """(the accuracy key maximised, the rate bounded or None, its bound, the objective's name)."""
+    if objective in ("accuracy", "balanced_accuracy"):
+        return str(objective), None, 1.0, str(objective)
+    if isinstance(objective, tuple) and len(objective) == 2 and objective[0] in ("max_false_abstention",
+                                                                               "max_false_acceptance"):
+        limit = float(objective[1])
+        if not 0.0 <= limit <= 1.0:
+            raise ValueError(f"{objective[0]} target must lie in [0, 1], got {limit}")
+        return "accuracy", objective[0].removeprefix("max_"), limit, f"{objective[0]}<={limit:g}"
+    raise ValueError(f"unknown objective {objective!r}; use 'accuracy', 'balanced_accuracy', "
+                     "('max_false_abstention', x) or ('max_false_acceptance', x)")
+
+
+def fit_joint_thresholds(first: Sequence[float], second: Sequence[float], labels: Sequence[bool | int],
+                         objective: Objective = "accuracy") -> JointFit:
+    """Choose (s, t) together for "positive when first ≥ s and second ≥ t" (e.g. a similarity gate and a
+    check behind it), over every distinct decision of each score on this data, for ``objective`` as in
+    :func:`fit_threshold`. Ties go to the least false abstention, then the highest s (the cheap first test
+    decides more), then the lowest t. Both score lists must lie in [0, 1]."""
+    a, ys = _checked(first, labels)
+    b, _ = _checked(second, labels)
+    key, bounded, limit, name = _objective_filter(objective)
+    av, bv, yv = np.asarray(a), np.asarray(b), np.asarray(ys, dtype=bool)
+    ss, ts = np.asarray(candidate_thresholds(a)), np.asarray(candidate_thresholds(b))
+    decided = (av[None, None, :] >= ss[:, None, None]) & (bv[None, None, :] >= ts[None, :, None])  # s × t × n
+    pos, neg = int(yv.sum()), int((~yv).sum())
+    tp = (decided & yv).sum(axis=2)
+    tn = (~decided & ~yv).sum(axis=2)
+    rates = {"false_abstention": (pos - tp) / pos if pos else np.zeros_like(tp, dtype=float),
+             "false_acceptance": (neg - tn) / neg if neg else np.zeros_like(tn, dtype=float)}
+    recalls = [r for r, n in ((tp / max(pos, 1), pos), (tn / max(neg, 1), neg)) if n]
+    scores = {"accuracy": (tp + tn) / len(ys), "balanced_accuracy": sum(recalls) / len(recalls)}
+    feasible = np.ones_like(tp, dtype=bool) if bounded is None else rates[bounded] <= limit + 1e-12
+    if not feasible.any():
+        raise ValueError(f"no pair of thresholds reaches {name} on this dev set")
+    best = max(zip(*np.nonzero(feasible)), key=lambda ij: (scores[key][ij], -rates["false_abstention"][ij],
+                                                           ss[ij[0]], -ts[ij[1]]))
+    i, j = (int(x) for x in best)
+    point = CurvePoint(threshold=round(float(ts[j]), 9), accuracy=float(scores["accuracy"][i, j]),
+                       balanced_accuracy=float(scores["balanced_accuracy"][i, j]),
+                       coverage=float(decided[i, j].mean()),
+                       false_abstention=float(rates["false_abstention"][i, j]),
+                       false_acceptance=float(rates["false_acceptance"][i, j]))
+    return JointFit(first=round(float(ss[i]), 9), second=round(float(ts[j]), 9), objective=name, point=point,
+                    n=len(ys), n_positive=pos, rules=int(feasible.size))
 
 
 # ---------------------------------------------------------------------- calibration error

@@ -61,8 +61,8 @@ def compile_cmd(
                                         "only, no LM call; 0 = skip).")] = 200,
     similarity_false_abstention: Annotated[float, typer.Option(
         "--similarity-false-abstention", min=0.0, max=1.0,
-        help="The similarity gate's false abstention on those questions (its share of the answer objective's "
-             "budget: the answer check's threshold is then fitted for both together).")] = 0.04,
+        help="The similarity gate's false abstention on those questions when fitted alone (it turns the gate "
+             "on; the stated stage then refits the gate and the answer check together).")] = 0.04,
     answer_objective: Annotated[str, typer.Option(
         "--answer-objective", help="accuracy, or max-false-abstention=X (default 0.1).")] = "max-false-abstention=0.1",
     verified_precision: Annotated[float, typer.Option(

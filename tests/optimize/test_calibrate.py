@@ -169,15 +169,36 @@ def test_similarity_stage_keeps_the_gate_off_for_a_retriever_that_names_no_embed
     assert report["thresholds"]["similarity"] == 0.0 and "kept_default" in report["stages"]["similarity"]
 
 
-def test_stated_stage_counts_a_question_the_gate_stops_as_abstained():
-    lm, engine = scripted_lm(ANSWER_SCRIPT, probs={"check_answer": {"stated": {"yes": 0.9, "no": 0.1}}})
+def test_stated_stage_fits_the_gate_and_the_check_together():
+    # the check is sure of every question but the unanswerable one the gate cannot stop (similarity 0.8)
+    probs = {"check_answer": lambda inp: {"stated": {"yes": 0.1, "no": 0.9}} if inp["question"].endswith("question 4")
+             and inp["question"].startswith("un") else {"stated": {"yes": 0.9, "no": 0.1}}}
+    lm, engine = scripted_lm(ANSWER_SCRIPT, probs=probs)
     program = SelfRAG(SimilarityRetriever(KB), config=ProgramSettings(retrieve_rules=False, relevance_threshold=0.1),
                       generator_lm=lm, adapter=dspy.JSONAdapter())
-    program.compiled_thresholds = Thresholds(similarity=0.6, similarity_embedder="emb-a")
+    program.compiled_thresholds = Thresholds(similarity=0.3, similarity_embedder="emb-a")
+    report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, stated=10, answer=0,
+                       answer_objective=("max_false_abstention", 0.2))
+    stated = report["stages"]["stated"]
+    # every question is checked, even below the gate, so the rows hold both signals
+    assert engine.count("check_answer") == 10 and stated["n"] == 10
+    assert sorted(r["top_similarity"] for r in stated["rows"]) == sorted(SIMS.values())
+    assert [r["answerable"] for r in stated["rows"]] == [e.answerable for e in SIM_QA]
+    # jointly: gate at 0.5 (stops 4 unanswerable and the answerable 0.3: false abstention 0.2), the check
+    # stops the fifth; neither alone abstains on all five within that false abstention
+    joint = stated["joint"]
+    assert joint["similarity"] == pytest.approx(0.5) and 0.1 < joint["stated"] <= 0.9
+    assert joint["abstention_unanswerable"] == 1.0 and joint["false_abstention"] == 0.2
+    assert report["thresholds"]["similarity"] == pytest.approx(0.5) and report["thresholds"]["stated"] == joint["stated"]
+    assert report["thresholds"]["similarity_embedder"] == "emb-a"
+    assert stated["similarity_gated"] == 5 and stated["threshold"] == joint["stated"]  # gated questions fit as P = 0
+    assert program.gate_threshold == pytest.approx(0.5)
+
+
+def test_stated_stage_fits_the_check_alone_when_the_gate_is_off():
+    lm, _ = scripted_lm(ANSWER_SCRIPT, probs={"check_answer": {"stated": {"yes": 0.9, "no": 0.1}}})
+    program = SelfRAG(SimilarityRetriever(KB), config=ProgramSettings(retrieve_rules=False, relevance_threshold=0.1),
+                      generator_lm=lm, adapter=dspy.JSONAdapter())
     report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, stated=10, answer=0)
     stated = report["stages"]["stated"]
-    # 5 questions are below the gate (fitted as P = 0) but still checked, so the rows hold both signals
-    assert stated["similarity_gated"] == 5 and stated["n"] == 10 and engine.count("check_answer") == 10
-    assert sorted(r["top_similarity"] for r in stated["rows"]) == sorted(SIMS.values())
-    assert all(r["p_stated"] == pytest.approx(0.9) for r in stated["rows"])
-    assert [r["answerable"] for r in stated["rows"]] == [e.answerable for e in SIM_QA]
+    assert "joint" not in stated and stated["similarity_gated"] == 0 and report["thresholds"]["similarity"] == 0.0

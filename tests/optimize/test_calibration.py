@@ -10,6 +10,7 @@ from optimize.calibration import (
     coverage_accuracy_curve,
     ece,
     evaluate_threshold,
+    fit_joint_thresholds,
     fit_min_precision,
     fit_threshold,
     plot_coverage_accuracy,
@@ -147,3 +148,48 @@ def test_min_precision_needs_enough_examples_and_refuses_a_bad_target():
     assert fit_min_precision([0.1, 0.5, 0.9], [True, False, False], 0.5)[0] is None
     with pytest.raises(ValueError, match="precision target"):
         fit_min_precision([0.5], [True], 1.5)
+
+
+def _two_signals():
+    """Answerable rows score high on both signals; each unanswerable row is low on exactly one of them, so
+    neither threshold alone can reject them all without rejecting answerable rows, but the pair can."""
+    rng = random.Random(3)
+    pos = [(rng.uniform(0.5, 0.9), rng.uniform(0.6, 1.0), True) for _ in range(30)]
+    low_a = [(rng.uniform(0.1, 0.4), rng.uniform(0.6, 1.0), False) for _ in range(15)]
+    low_b = [(rng.uniform(0.5, 0.9), rng.uniform(0.0, 0.5), False) for _ in range(15)]
+    rows = pos + low_a + low_b
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+
+def test_joint_fit_finds_the_pair_no_single_threshold_finds():
+    a, b, y = _two_signals()
+    fit = fit_joint_thresholds(a, b, y, ("max_false_abstention", 0.0))
+    assert 0.4 < fit.first < 0.5 and 0.5 < fit.second < 0.6  # in the gaps of both signals
+    assert fit.point.accuracy == 1.0 and fit.point.false_acceptance == 0.0 and fit.point.false_abstention == 0.0
+    assert fit.rules == len(candidate_thresholds(a)) * len(candidate_thresholds(b))
+    alone_a = fit_threshold(a, y, ("max_false_abstention", 0.0)).point
+    alone_b = fit_threshold(b, y, ("max_false_abstention", 0.0)).point
+    assert alone_a.accuracy < 1.0 and alone_b.accuracy < 1.0
+    assert fit_joint_thresholds(a, b, y, "accuracy").point.accuracy == 1.0
+
+
+def test_joint_fit_respects_the_false_abstention_bound_and_breaks_ties_towards_the_first_test():
+    # one answerable row is low on a: rejecting every unanswerable row costs 1/4 false abstention
+    a = [0.9, 0.8, 0.7, 0.2, 0.1, 0.3, 0.35]
+    b = [0.9] * 7  # b decides nothing: the tie goes to the highest a-threshold ...
+    y = [True, True, True, True, False, False, False]
+    fit = fit_joint_thresholds(a, b, y, ("max_false_abstention", 0.0))
+    assert fit.point.false_abstention == 0.0 and fit.first < 0.2 and fit.second == 0.0  # ... and lowest t
+    assert fit.first == pytest.approx(0.15)  # rejects 0.1 (unanswerable) and keeps 0.2 (answerable)
+    loose = fit_joint_thresholds(a, b, y, ("max_false_abstention", 0.25))
+    assert loose.point.false_abstention == 0.25 and loose.point.false_acceptance == 0.0
+    assert 0.35 < loose.first < 0.7
+
+
+def test_joint_fit_refuses_bad_input():
+    with pytest.raises(ValueError, match="differ in length"):
+        fit_joint_thresholds([0.1, 0.2], [0.1], [True, False])
+    with pytest.raises(ValueError, match="lie in"):
+        fit_joint_thresholds([0.1, 1.2], [0.1, 0.2], [True, False])
+    with pytest.raises(ValueError, match="unknown objective"):
+        fit_joint_thresholds([0.1, 0.2], [0.1, 0.2], [True, False], "recall")
