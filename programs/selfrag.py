@@ -48,6 +48,7 @@ import time
 import dspy
 
 from programs.base import RAGModule
+from programs.calibration_probes import CalibrationProbes
 from programs.draft_contexts import context_key, first_contexts, regeneration_context
 from programs.iterative import CONFIDENT, iterate_retrieval
 from programs.judging import field_labels, record_soft, soft_of
@@ -84,7 +85,7 @@ def _charge(budget: TokenBudget, tracer: Tracer) -> None:
     budget.spend(max(0, tracer.usage.prompt_tokens - budget.spent))
 
 
-class SelfRAG(RAGModule):
+class SelfRAG(CalibrationProbes, RAGModule):
     """Self-reflective RAG over a retriever, with an optional web search (constructor: :class:`RAGModule`).
 
     Retrieves ``config.grade_pool`` (default k) candidates and grades them (one batched call by default); drafts one
@@ -252,45 +253,6 @@ class SelfRAG(RAGModule):
             "confidence": [None if c.confidence() is None else round(c.confidence(), 3) for c in candidates],
             "best": candidates.index(best) if best else None})
         return best
-
-    # ------------------------------------------------------------------ judgements alone (calibration)
-    def retrieve_probability(self, question: str) -> tuple[str | None, float | None, Tracer]:
-        """The cheap rule's verdict (None when no rule applies) and, when no rule decides, the judge's
-        P(retrieve) = P(yes) + P(continue) (None if the judgement failed); with the trace of the call."""
-        tracer = Tracer()
-        rule = match_rule(question) if self.config.retrieve_rules else None
-        if rule is not None:
-            return rule.decision, None, tracer
-        return None, self._p_retrieve(tracer, question), tracer
-
-    def _p_retrieve(self, tracer: Tracer, question: str) -> float | None:
-        pred, step = self._critic(tracer, "retrieve_decision", self.decide_retrieval, "decision",
-                                  question=question, answer_so_far="")
-        soft = soft_of(pred, "decision", field_labels(self.decide_retrieval, "decision"))
-        record_soft(step, soft)
-        return None if soft is None else soft.p("yes") + soft.p("continue")
-
-    def stated_probability(self, question: str, gate: bool = True) -> tuple[float | None, Tracer]:
-        """What the answer check gives in a first round: retrieve, grade, then P(stated) on the first
-        draft's passages (None when the similarity gate stops the round — trace step ``similarity_gate``;
-        ``gate=False`` checks past it —, no passage is relevant or the check failed), with the trace."""
-        tracer = Tracer()
-        passages = self._retrieve(tracer, question, self.config.grade_pool or self.config.k)
-        if gate and self._too_dissimilar(tracer, passages):
-            return None, tracer
-        relevant = self._relevant(tracer, question, passages)
-        return (self._p_stated(tracer, question, relevant) if relevant else None), tracer
-
-    def retrieval_similarity(self, question: str) -> tuple[float | None, Tracer]:
-        """The best dense similarity of a first round's passages (None when none carries one), with the trace."""
-        tracer = Tracer()
-        passages = self._retrieve(tracer, question, self.config.grade_pool or self.config.k)
-        return top_similarity(passages), tracer
-
-    def relevance_probabilities(self, question: str, passages: list[Passage]) -> tuple[list[float | None], Tracer]:
-        """P(relevant) of each passage as the program grades them (``config.grading``), with the trace."""
-        tracer = Tracer()
-        return self._relevance_scores(tracer, question, passages), tracer
 
     # ------------------------------------------------------------------ forward
     def forward(self, question: str) -> dspy.Prediction:
