@@ -10,9 +10,9 @@ abstention on unanswerable questions at false abstention ≤ the bound:
 
 * check alone — abstain when P(stated) < t;
 * gate alone — abstain when the top similarity < s;
-* gate, then check — s as compiled in the manifest, t fitted on what the gate lets through (what
-  ``calibrate`` does);
-* joint — s and t searched together.
+* gate, then check — s as compiled in the manifest, t fitted on what the gate lets through;
+* joint — s and t searched together (what ``calibrate``'s stated stage does when the gate is on, over
+  the midpoints between distinct scores rather than the scores themselves).
 
 With ``--run``, the fitted rules are replayed on the first-round signals of that eval run's compiled
 program (out of sample; a question whose first round the gate stopped has no P(stated): counted as 0).
