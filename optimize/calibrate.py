@@ -225,6 +225,8 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
     if joint is not None:  # the check alone behind the joint gate would take ``threshold_given_gate``
         report["threshold_given_gate"], report["joint"] = threshold, joint
         threshold = report["threshold"] = joint["stated"]
+        if "accuracy_fitted" in report:  # of the joint rule, on the questions the check decides
+            report["accuracy_fitted"] = round(evaluate_threshold(probs, labels, threshold).accuracy, 4)
     report["questions"], report["not_checked"], report["similarity_gated"] = len(examples), no_relevant, gated
     report["rows"] = rows  # per question: P(stated) without the gate, the top dense similarity, the label
     if verified_precision is not None and probs and len(set(labels)) == 2:

@@ -71,4 +71,9 @@ def summary_rows(manifest: dict[str, Any]) -> list[tuple[str, str, str, str, str
         before, after = s["accuracy_default"], s["accuracy_fitted"]
         rows.append((f"calibrate {name}", f"accuracy (threshold {s['threshold']:.3f}, ECE {s['ece']:.3f})",
                      str(s["n"]), f"{before:.3f}", f"{after:.3f}", f"{after - before:+.3f}", ""))
+        if "joint" in s:  # the stated stage refitted the similarity gate with the check
+            j = s["joint"]
+            rows.append(("calibrate gate + check", f"abstention {j['abstention_unanswerable']:.2f} at false "
+                         f"abstention {j['false_abstention']:.2f} (similarity {j['similarity']:.3f}, stated "
+                         f"{j['stated']:.3f})", str(len(s.get("rows", []))), "", f"{j['accuracy']:.3f}", "", ""))
     return rows

@@ -4,6 +4,7 @@ import dspy
 import pytest
 
 from optimize.calibrate import calibrate
+from optimize.manifest import summary_rows
 from programs.selfrag import SelfRAG
 from programs.settings import ProgramSettings
 from programs.thresholds import Thresholds
@@ -193,6 +194,11 @@ def test_stated_stage_fits_the_gate_and_the_check_together():
     assert report["thresholds"]["similarity_embedder"] == "emb-a"
     assert stated["similarity_gated"] == 5 and stated["threshold"] == joint["stated"]  # gated questions fit as P = 0
     assert program.gate_threshold == pytest.approx(0.5)
+    # the compile table shows the stated row for the joint threshold and a row for the pair
+    table = {row[0]: row for row in summary_rows({"calibration": report})}
+    assert f"threshold {joint['stated']:.3f}" in table["calibrate stated"][1]
+    assert stated["accuracy_fitted"] == 0.9 and table["calibrate stated"][4] == "0.900"  # the answerable 0.3 is gated
+    assert "abstention 1.00 at false abstention 0.20 (similarity 0.500" in table["calibrate gate + check"][1]
 
 
 def test_stated_stage_fits_the_check_alone_when_the_gate_is_off():
