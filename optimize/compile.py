@@ -199,10 +199,11 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         sizes = {"stated": 24, "answer": 24, **calibrate_sizes}
         qa_n = max(sizes["stated"], sizes["answer"])  # the stated and answer stages share balanced qa_en examples
         answer_examples = balanced(list(loader("qa_en", "train")), qa_n) if qa_n else None
-        calibration = calibrate(program, loader=loader, out_dir=out_dir / f"{name}.calibration",
-                                answer_objective=answer_objective, answer_examples=answer_examples,
-                                verified_precision=verified_precision, reporter=reporter,
-                                similarity_false_abstention=similarity_false_abstention, **sizes)
+        with dspy.context(callbacks=[*dspy.settings.get("callbacks", []), meter]):  # the manifest's cost counts it
+            calibration = calibrate(program, loader=loader, out_dir=out_dir / f"{name}.calibration",
+                                    answer_objective=answer_objective, answer_examples=answer_examples,
+                                    verified_precision=verified_precision, reporter=reporter,
+                                    similarity_false_abstention=similarity_false_abstention, **sizes)
     seconds = round(time.perf_counter() - start, 2)
 
     manifest = build_manifest(program, settings, optimizer=optimizer, budget=budget, params=params, stages=stages,

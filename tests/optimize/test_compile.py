@@ -388,6 +388,8 @@ def test_calibrate_only_starts_from_an_artifact_and_saves_thresholds(tmp_path):
              if k.endswith("_png")]
     assert plots and all(p.startswith("cal.calibration/") and (tmp_path / p).is_file() for p in plots)
     assert payload["manifest"]["started_from"] == str(start.artifact)
+    # a calibrate-only compile's cost is its calibration's LM calls
+    assert payload["manifest"]["cost"]["lm_calls"] == payload["manifest"]["calibration"]["cost"]["lm_calls"] > 0
     rag = load_state_into(SelfRAG(ListRetriever([])), result.artifact)
     assert len(rag.judge_support.demos) == start_demos and rag.compiled_thresholds is not None
 
