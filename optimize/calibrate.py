@@ -43,13 +43,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+
 from optimize import metrics as M
 from optimize.eval_examples import balanced
 from optimize.calibration import ece, fit_threshold, plot_coverage_accuracy, reliability_diagram
 from optimize.calibration import coverage_accuracy_curve, evaluate_threshold, fit_min_precision
 from optimize.calibration import fit_joint_thresholds
 from programs.retriever_calls import retriever_embedder
-from programs.thresholds import Thresholds, too_dissimilar
+from programs.thresholds import Thresholds, stated_score, too_dissimilar
 from programs.types import Passage, Usage
 
 SplitLoader = Callable[[str, str], Sequence[Any]]
@@ -168,33 +171,54 @@ def calibrate_answer(program: Any, examples: Sequence[Any], objective: Any,
     return threshold, report, usage
 
 
-def _stated_scores(rows: list[dict[str, Any]], gate: float) -> tuple[list[float], list[bool], int, int]:
-    """P(stated) and label per checked question, a question the gate ``gate`` stops counted as P = 0 (the
-    gate abstains on it whatever P(stated), so the objective holds for the gate and the check together);
-    with how many were not checked (nothing relevant, a failed check) and how many the gate stops."""
-    probs, labels, not_checked, gated = [], [], 0, 0
+def _stated_scores(rows: list[dict[str, Any]], gate: float, weight: float = 0.0
+                   ) -> tuple[list[float], list[float], list[bool], int, int]:
+    """Per checked question: P(stated), the check's score (P(stated) mixed with the top similarity by
+    ``weight``, :func:`~programs.thresholds.stated_score`) and the label; a question the gate ``gate``
+    stops counts as 0 for both (the gate abstains on it whatever the check says, so the objective holds
+    for the gate and the check together). With how many were not checked (nothing relevant, a failed
+    check) and how many the gate stops."""
+    probs, scores, labels, not_checked, gated = [], [], [], 0, 0
     for row in rows:
-        p = row["p_stated"]
-        if too_dissimilar(row["top_similarity"], gate):
-            gated, p = gated + 1, 0.0
+        p, top = row["p_stated"], row["top_similarity"]
+        score = None if p is None else stated_score(p, top, weight)
+        if too_dissimilar(top, gate):
+            gated, p, score = gated + 1, 0.0, 0.0
         if p is None:
             not_checked += 1  # nothing relevant (or the check failed): the check does not decide this question
             continue
         probs.append(p)
+        scores.append(score)
         labels.append(row["answerable"])
-    return probs, labels, not_checked, gated
+    return probs, scores, labels, not_checked, gated
+
+
+def _similarity_weight(ps: list[float], sims: list[float], labels: list[bool]) -> tuple[float, dict[str, float]]:
+    """The similarity's weight w in the check's score (1 − w)·P(stated) + w·similarity: the ratio of the two
+    coefficients of a logistic regression of "answerable" on both (0 when either does not point the right
+    way: then P(stated) alone), with the regression."""
+    model = LogisticRegression().fit(np.column_stack([ps, sims]), labels)
+    a, b = (float(c) for c in model.coef_[0])
+    weight = round(b / (a + b), 4) if a > 0 and b > 0 else 0.0
+    return weight, {"coef_p_stated": round(a, 4), "coef_similarity": round(b, 4),
+                    "intercept": round(float(model.intercept_[0]), 4)}
 
 
 def _joint_gate(rows: list[dict[str, Any]], objective: Any) -> dict[str, Any] | None:
-    """The similarity gate and the check's threshold fitted together on ``rows`` (a question the check
-    does not decide counts as abstained; one without a similarity is never gated), or None when the rows
-    cannot decide (fewer than 4, one class)."""
+    """The check's score weight (:func:`_similarity_weight`), then the similarity gate and the check's
+    threshold on that score fitted together on ``rows`` (a question the check does not decide counts as
+    abstained; one without a similarity is never gated and scored on P(stated) alone), or None when the
+    rows cannot decide (fewer than 4, one class)."""
     labels = [r["answerable"] for r in rows]
     if len(rows) < 4 or len(set(labels)) < 2:
         return None
     sims = [1.0 if r["top_similarity"] is None else min(1.0, max(0.0, r["top_similarity"])) for r in rows]
-    fit = fit_joint_thresholds(sims, [r["p_stated"] or 0.0 for r in rows], labels, objective)
-    return {"similarity": fit.first, "stated": fit.second, "objective": fit.objective, "rules": fit.rules,
+    ps = [r["p_stated"] or 0.0 for r in rows]
+    weight, regression = _similarity_weight(ps, sims, labels)
+    scores = [stated_score(p, r["top_similarity"], weight) for p, r in zip(ps, rows)]
+    fit = fit_joint_thresholds(sims, scores, labels, objective)
+    return {"similarity": fit.first, "stated": fit.second, "stated_similarity_weight": weight,
+            "logistic_regression": regression, "objective": fit.objective, "rules": fit.rules,
             "accuracy": round(fit.point.accuracy, 4), "false_abstention": round(fit.point.false_abstention, 4),
             "abstention_unanswerable": round(1.0 - fit.point.false_acceptance, 4)}
 
@@ -202,10 +226,11 @@ def _joint_gate(rows: list[dict[str, Any]], objective: Any) -> dict[str, Any] | 
 def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_dir: Path | None,
                      verified_precision: float | None = DEFAULT_VERIFIED_PRECISION) -> tuple[float, dict, Usage]:
     """P(stated) of the answer check on each question's first-round passages vs. whether it is answerable.
-    With the similarity gate on, the gate and the check are fitted together (``report["joint"]``: the
-    pair of thresholds with the most abstention for the objective; the gate's new threshold is
-    ``report["joint"]["similarity"]``), else the check alone.
-    With ``verified_precision``, the same scores also fit the ``verified`` threshold (``report["verified"]``):
+    With the similarity gate on, the check's score mixes P(stated) with the top similarity (weight from a
+    logistic regression) and the gate and the check's threshold are fitted together (``report["joint"]``:
+    the pair with the most abstention for the objective; the new gate is ``report["joint"]["similarity"]``,
+    the weight ``report["joint"]["stated_similarity_weight"]``), else the check alone on P(stated).
+    With ``verified_precision``, the same P(stated) also fit the ``verified`` threshold (``report["verified"]``):
     the lowest P(stated) above which at least that share of the questions is answerable (≥ 3 of them),
     i.e. where the check is sure enough to stand in for the support judge; none found = never skip."""
     usage, rows = Usage(), []
@@ -218,15 +243,16 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
                      "top_similarity": None if top is None else round(top, 4), "answerable": answerable})
     gate = program.gate_threshold
     joint = _joint_gate(rows, objective) if gate > 0.0 else None
+    weight = 0.0 if joint is None else joint["stated_similarity_weight"]
     if joint is not None:
         gate = joint["similarity"]
-    probs, labels, no_relevant, gated = _stated_scores(rows, gate)
-    threshold, report = _fit("stated", probs, labels, objective, out_dir, Thresholds().stated)
+    probs, scores, labels, no_relevant, gated = _stated_scores(rows, gate, weight)
+    threshold, report = _fit("stated", scores, labels, objective, out_dir, Thresholds().stated)
     if joint is not None:  # the check alone behind the joint gate would take ``threshold_given_gate``
         report["threshold_given_gate"], report["joint"] = threshold, joint
         threshold = report["threshold"] = joint["stated"]
         if "accuracy_fitted" in report:  # of the joint rule, on the questions the check decides
-            report["accuracy_fitted"] = round(evaluate_threshold(probs, labels, threshold).accuracy, 4)
+            report["accuracy_fitted"] = round(evaluate_threshold(scores, labels, threshold).accuracy, 4)
     report["questions"], report["not_checked"], report["similarity_gated"] = len(examples), no_relevant, gated
     report["rows"] = rows  # per question: P(stated) without the gate, the top dense similarity, the label
     if verified_precision is not None and probs and len(set(labels)) == 2:
@@ -305,6 +331,7 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
             update["similarity_embedder"] = embedder
         if name == "stated" and "joint" in rep:  # the gate refitted together with the check
             update["similarity"] = rep["joint"]["similarity"]
+            update["stated_similarity_weight"] = rep["joint"]["stated_similarity_weight"]
         if name == "stated" and "verified" in rep:  # None fitted: never skip the support judge
             update["verified"] = rep["verified"]["threshold"] if rep["verified"]["threshold"] is not None else 1.0
         fitted = fitted.model_copy(update=update)

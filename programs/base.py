@@ -119,7 +119,9 @@ class RAGModule(dspy.Module):
                                                      ("answer", cfg.answer_threshold),
                                                      ("stated", cfg.stated_threshold),
                                                      ("verified", cfg.verified_threshold),
-                                                     ("similarity", cfg.similarity_threshold)) if value is not None}
+                                                     ("similarity", cfg.similarity_threshold),
+                                                     ("stated_similarity_weight", cfg.stated_similarity_weight))
+                     if value is not None}
         if cfg.similarity_threshold is not None:  # set in the settings: for whatever embedder is in use
             overrides["similarity_embedder"] = ""
         return base.model_copy(update=overrides) if overrides else base

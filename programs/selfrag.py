@@ -13,7 +13,8 @@ asks whether the passages the first draft would read *state* the answer (:class:
 Relevance is topical — an unanswerable question usually retrieves passages on its subject — and the
 support judge rates an answer the drafter has already committed to; on ClapNQ dev neither separates
 answerable from unanswerable questions well (ROC AUC 0.55 and 0.62) while the check does (0.80).
-Below the compiled ``stated`` threshold the source lacks the answer: no rewrite (the topic was found),
+Its score is P(stated), or — with a compiled ``stated_similarity_weight`` w — (1 − w)·P(stated) + w·the
+round's best dense similarity. Below the compiled ``stated`` threshold the source lacks the answer: no rewrite (the topic was found),
 the web when allowed, else abstain (``answer_not_stated``) — no draft or support call is spent on it.
 Above the compiled ``verified`` threshold (P(stated) > it; default 1.0, never) the check stands in for
 the support judge on the draft from the checked passages: no support call, its confidence is P(stated)
@@ -57,7 +58,8 @@ from programs.routing import route_after_answer_check, route_after_grading, rout
 from programs.scoring import Candidate, pick_best
 from programs.token_budget import TokenBudget
 from programs.retriever_calls import retriever_embedder
-from programs.thresholds import similarity_gate, skips_support, too_dissimilar, top_similarity
+from programs.thresholds import similarity_gate, skips_support, stated_score, stated_weight, too_dissimilar
+from programs.thresholds import top_similarity
 from programs.tracing import Tracer
 from programs.types import AbstainReason, Passage
 from programs.web_budget import WebBudget
@@ -135,6 +137,11 @@ class SelfRAG(CalibrationProbes, RAGModule):
         """The similarity threshold in force over this program's retriever (0 = off: unfitted, or fitted
         for another embedder)."""
         return similarity_gate(self.thresholds, retriever_embedder(self.retriever))
+
+    @property
+    def stated_weight(self) -> float:
+        """The similarity's weight in the answer check's score over this program's retriever (0: P(stated) alone)."""
+        return stated_weight(self.thresholds, retriever_embedder(self.retriever))
 
     def _too_dissimilar(self, tracer: Tracer, passages: list[Passage]) -> bool:
         """Whether a knowledge-base round's passages are all too far from the query to be worth grading
@@ -281,14 +288,16 @@ class SelfRAG(CalibrationProbes, RAGModule):
                 dissimilar = self._too_dissimilar(tracer, passages)
             relevant = [] if dissimilar else self._relevant(tracer, question, passages)
             p_stated = self._p_stated(tracer, question, relevant) if relevant and cfg.answer_check else None
-            not_stated = p_stated is not None and p_stated < th.stated
+            score = None if p_stated is None else stated_score(p_stated, top_similarity(passages), self.stated_weight)
+            not_stated = score is not None and score < th.stated
             _charge(tokens, tracer)
             nxt = route_after_grading(len(relevant), rewrites, cfg.max_rewrites, web.rounds_used,
                                       cfg.max_web_rounds, has_web, not_stated=not_stated)
             if nxt == "web" and not tokens.allows("web", STEP_ESTIMATES["web"]):
                 nxt = "abstain"
             tracer.note("route", nxt, relevant=len(relevant), graded=len(passages), threshold=th.relevance,
-                        **({"p_stated": p_stated, "stated_threshold": th.stated} if p_stated is not None else {}))
+                        **({"p_stated": p_stated, "stated_score": round(score, 4), "stated_threshold": th.stated}
+                           if score is not None else {}))
             if nxt == "generate":
                 break
             failed_queries.append(query)

@@ -39,6 +39,7 @@ class ProgramSettings(BaseModel):
     stated_threshold: float | None = Field(None, ge=0.0, le=1.0)
     verified_threshold: float | None = Field(None, ge=0.0, le=1.0)  # skip support when P(stated) > this
     similarity_threshold: float | None = Field(None, ge=0.0, le=1.0)  # min best dense similarity (0 = off)
+    stated_similarity_weight: float | None = Field(None, ge=0.0, lt=1.0)  # the similarity's share of the check's score
     # SelfRAG's answer check: before drafting, one call asks whether the draft's passages state the answer
     # (signatures.CheckAnswerStated); below the ``stated`` threshold no draft is made: the web when allowed,
     # else abstain (programs.routing.route_after_grading). On ClapNQ dev it separates answerable from unanswerable questions far better than

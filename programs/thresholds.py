@@ -13,6 +13,10 @@ for the decoded label when a backend has none). Three thresholds turn probabilit
   below it finds nothing — no grading or check call is spent (default 0: off). Cosines are on an
   embedder's own scale, so a fitted value is bound to the embedder it was fitted with
   (``similarity_embedder``) and is off over any other;
+* ``stated_similarity_weight`` (w, default 0): the answer check's score is (1 − w)·P(stated) + w·the round's
+  best dense similarity — the two signals that best separate answerable from unanswerable questions,
+  weighed by a logistic regression at calibration; bound to ``similarity_embedder`` like the gate, and
+  P(stated) alone without a similarity (web passages, another embedder);
 * ``verified``: when the answer check is surer than this (P(stated) > it), the draft from the checked
   passages goes without a support call — its confidence is P(stated). The default 1.0 never skips.
 
@@ -54,6 +58,10 @@ class Thresholds(BaseModel):
     similarity_embedder: str = Field("", description="the embedder the similarity threshold was fitted with: "
                                                      "it applies only to a retriever with that embedder "
                                                      "('' = any)")
+    stated_similarity_weight: float = Field(
+        0.0, ge=0.0, lt=1.0, description="the answer check's score is (1 - w) * P(stated) + w * the round's best dense "
+                                         "similarity, compared with the stated threshold (bound to "
+                                         "similarity_embedder like the gate; 0 = P(stated) alone)")
 
 
 ABSTAIN_REASONS: dict[str, str] = {
@@ -98,6 +106,21 @@ def top_similarity(passages: list[Passage]) -> float | None:
     keyword-only retrieval, index nodes)."""
     values = [p.similarity for p in passages if p.similarity is not None]
     return max(values) if values else None
+
+
+def stated_weight(th: Thresholds, embedder: str | None) -> float:
+    """The similarity's weight in the answer check's score over a retriever whose embedder is ``embedder``:
+    bound like the gate (:func:`similarity_gate`), 0 over another embedder."""
+    return th.stated_similarity_weight if th.similarity_embedder in ("", embedder) else 0.0
+
+
+def stated_score(p_stated: float, top: float | None, weight: float) -> float:
+    """The answer check's score: (1 − ``weight``)·P(stated) + ``weight``·``top`` (the round's best dense
+    similarity, clipped to [0, 1]); P(stated) alone when ``weight`` is 0 or the round has no similarity."""
+    p = _prob(p_stated, "p_stated")
+    if weight <= 0.0 or top is None:
+        return p
+    return (1.0 - weight) * p + weight * min(1.0, max(0.0, top))
 
 
 def similarity_gate(th: Thresholds, embedder: str | None) -> float:

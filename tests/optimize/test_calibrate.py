@@ -77,7 +77,8 @@ def test_a_skipped_stage_keeps_the_threshold_the_program_was_compiled_with():
                                              similarity=0.4, similarity_embedder="e")
     report = calibrate(program, loader=lambda t, s: [], retrieve=0, relevance=0, similarity=0, stated=0, answer=0)
     assert report["thresholds"] == {"retrieve": 0.7, "relevance": 0.05, "answer": 0.5, "stated": 0.3,
-                                    "verified": 1.0, "similarity": 0.4, "similarity_embedder": "e"}
+                                    "verified": 1.0, "similarity": 0.4, "similarity_embedder": "e",
+                                    "stated_similarity_weight": 0.0}
 
 
 ANSWER_SCRIPT = {
@@ -194,6 +195,10 @@ def test_stated_stage_fits_the_gate_and_the_check_together():
     assert report["thresholds"]["similarity_embedder"] == "emb-a"
     assert stated["similarity_gated"] == 5 and stated["threshold"] == joint["stated"]  # gated questions fit as P = 0
     assert program.gate_threshold == pytest.approx(0.5)
+    # the check's score mixes in the similarity, weighed by a logistic regression on both signals
+    weight = joint["stated_similarity_weight"]
+    assert 0.0 < weight < 1.0 and report["thresholds"]["stated_similarity_weight"] == weight == program.stated_weight
+    assert joint["logistic_regression"]["coef_similarity"] > 0 and joint["logistic_regression"]["coef_p_stated"] > 0
     # the compile table shows the stated row for the joint threshold and a row for the pair
     table = {row[0]: row for row in summary_rows({"calibration": report})}
     assert f"threshold {joint['stated']:.3f}" in table["calibrate stated"][1]
@@ -208,3 +213,23 @@ def test_stated_stage_fits_the_check_alone_when_the_gate_is_off():
     report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, stated=10, answer=0)
     stated = report["stages"]["stated"]
     assert "joint" not in stated and stated["similarity_gated"] == 0 and report["thresholds"]["similarity"] == 0.0
+
+
+def test_the_weighted_score_separates_what_two_thresholds_cannot():
+    import random
+
+    from optimize.calibrate import _joint_gate, _similarity_weight
+    from optimize.calibration import fit_joint_thresholds
+
+    rng = random.Random(5)
+    pts = [(rng.random(), rng.random()) for _ in range(200)]
+    rows = [{"p_stated": round(p, 4), "top_similarity": round(s, 4), "answerable": p + s > 1.0} for p, s in pts]
+    joint = _joint_gate(rows, ("max_false_abstention", 0.1))
+    assert 0.35 < joint["stated_similarity_weight"] < 0.65  # the boundary p + s = 1 weighs both alike
+    assert joint["abstention_unanswerable"] > 0.95 and joint["false_abstention"] <= 0.1
+    both = fit_joint_thresholds([r["top_similarity"] for r in rows], [r["p_stated"] for r in rows],
+                                [r["answerable"] for r in rows], ("max_false_abstention", 0.1))
+    assert 1.0 - both.point.false_acceptance < joint["abstention_unanswerable"] - 0.1  # a corner off a diagonal
+    # a signal that points the wrong way gets no weight: the check scores on P(stated) alone
+    weight, _ = _similarity_weight([0.9, 0.8, 0.2, 0.1] * 5, [0.1, 0.2, 0.8, 0.9] * 5, [True, True, False, False] * 5)
+    assert weight == 0.0
