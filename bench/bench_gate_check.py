@@ -11,8 +11,10 @@ abstention on unanswerable questions at false abstention ≤ the bound:
 * check alone — abstain when P(stated) < t;
 * gate alone — abstain when the top similarity < s;
 * gate, then check — s as compiled in the manifest, t fitted on what the gate lets through;
-* joint — s and t searched together (what ``calibrate``'s stated stage does when the gate is on, over
-  the midpoints between distinct scores rather than the scores themselves).
+* joint — s and t searched together (over the scores themselves);
+* weighted — what ``calibrate``'s stated stage fits when the gate is on
+  (:func:`optimize.calibrate.fit_gate_and_check`): the check scores (1 − w)·P(stated) + w·similarity, w
+  from a logistic regression, and the gate and the threshold on that score are searched together.
 
 With ``--run``, the fitted rules are replayed on the first-round signals of that eval run's compiled
 program (out of sample; a question whose first round the gate stopped has no P(stated): counted as 0).
@@ -27,12 +29,16 @@ from pathlib import Path
 
 from bench_answerability import SIGNALS  # the same first-round signals the answerability bench reads
 
+from optimize.calibrate import fit_gate_and_check
+from programs.thresholds import stated_score
+
 Rows = list[tuple[float, float, bool]]  # (P(stated), top similarity, answerable)
 
 
-def _point(rows: Rows, s: float, t: float) -> tuple[float, float]:
-    """(abstention on unanswerable, false abstention) of "abstain when similarity < s or P(stated) < t"."""
-    abstain = [(sim < s or p < t, a) for p, sim, a in rows]
+def _point(rows: Rows, s: float, t: float, w: float = 0.0) -> tuple[float, float]:
+    """(abstention on unanswerable, false abstention) of "abstain when similarity < s or the check's score
+    (1 − w)·P(stated) + w·similarity < t"."""
+    abstain = [(sim < s or stated_score(p, sim, w) < t, a) for p, sim, a in rows]
     pos = sum(a for _, a in abstain) or 1
     neg = (len(abstain) - sum(a for _, a in abstain)) or 1
     return sum(d for d, a in abstain if not a) / neg, sum(d for d, a in abstain if a) / pos
@@ -46,14 +52,21 @@ def _best(rows: Rows, pairs: list[tuple[float, float]], bound: float) -> tuple[f
     return max(feasible, key=lambda st: (points[st][0], -points[st][1], -st[1], st[0]))
 
 
-def fit_rules(rows: Rows, gate: float, bound: float) -> dict[str, tuple[float, float]]:
-    """(s, t) of each rule, fitted on ``rows`` for the most abstention at false abstention ≤ ``bound``."""
+def fit_rules(rows: Rows, gate: float, bound: float) -> dict[str, tuple[float, float, float]]:
+    """(s, t, w) of each rule, fitted on ``rows`` for the most abstention at false abstention ≤ ``bound``
+    (the weighted rule: for the most accuracy at that bound, as ``calibrate`` fits it)."""
     ss = [0.0, *sorted({sim for _, sim, _ in rows})]
     ts = [0.0, *sorted({p for p, _, _ in rows})]
-    return {"check alone": _best(rows, [(0.0, t) for t in ts], bound),
-            "gate alone": _best(rows, [(s, 0.0) for s in ss], bound),
-            "gate, then check": _best(rows, [(gate, t) for t in ts], bound),
-            "joint": _best(rows, [(s, t) for s in ss for t in ts], bound)}
+    rules = {"check alone": _best(rows, [(0.0, t) for t in ts], bound),
+             "gate alone": _best(rows, [(s, 0.0) for s in ss], bound),
+             "gate, then check": _best(rows, [(gate, t) for t in ts], bound),
+             "joint": _best(rows, [(s, t) for s in ss for t in ts], bound)}
+    out = {name: (s, t, 0.0) for name, (s, t) in rules.items()}
+    fit = fit_gate_and_check([{"p_stated": p, "top_similarity": sim, "answerable": a} for p, sim, a in rows],
+                             ("max_false_abstention", bound))
+    if fit is not None:
+        out["weighted (calibrate)"] = (fit["similarity"], fit["stated"], fit["stated_similarity_weight"])
+    return out
 
 
 def manifest_rows(path: Path) -> tuple[Rows, float]:
@@ -86,12 +99,13 @@ def main() -> None:
     dev = run_rows(args.reports, args.run) if args.run else []
     print(f"fitted on {len(train)} calibration questions at false abstention ≤ {args.max_false_abstention}"
           + (f"; replayed on run {args.run} ({len(dev)} questions)" if dev else ""))
-    print("| rule | similarity s | stated t | train abstention | train false abst. | dev abstention | dev false abst. |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, (s, t) in fit_rules(train, gate, args.max_false_abstention).items():
-        tr = _point(train, s, t)
-        dv = _point(dev, s, t) if dev else None
-        print(f"| {name} | {s:.3f} | {t:.3f} | {tr[0]:.2f} | {tr[1]:.2f} | "
+    print("| rule | similarity s | stated t | weight w | train abstention | train false abst. | dev abstention "
+          "| dev false abst. |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, (s, t, w) in fit_rules(train, gate, args.max_false_abstention).items():
+        tr = _point(train, s, t, w)
+        dv = _point(dev, s, t, w) if dev else None
+        print(f"| {name} | {s:.3f} | {t:.3f} | {w:.3f} | {tr[0]:.2f} | {tr[1]:.2f} | "
               + (f"{dv[0]:.2f} | {dv[1]:.2f} |" if dv else "— | — |"))
 
 

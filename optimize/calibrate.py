@@ -204,7 +204,7 @@ def _similarity_weight(ps: list[float], sims: list[float], labels: list[bool]) -
                     "intercept": round(float(model.intercept_[0]), 4)}
 
 
-def _joint_gate(rows: list[dict[str, Any]], objective: Any) -> dict[str, Any] | None:
+def fit_gate_and_check(rows: list[dict[str, Any]], objective: Any) -> dict[str, Any] | None:
     """The check's score weight (:func:`_similarity_weight`), then the similarity gate and the check's
     threshold on that score fitted together on ``rows`` (a question the check does not decide counts as
     abstained; one without a similarity is never gated and scored on P(stated) alone), or None when the
@@ -242,7 +242,7 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
         rows.append({"p_stated": None if p is None else round(p, 4),
                      "top_similarity": None if top is None else round(top, 4), "answerable": answerable})
     gate = program.gate_threshold
-    joint = _joint_gate(rows, objective) if gate > 0.0 else None
+    joint = fit_gate_and_check(rows, objective) if gate > 0.0 else None
     weight = 0.0 if joint is None else joint["stated_similarity_weight"]
     if joint is not None:
         gate = joint["similarity"]

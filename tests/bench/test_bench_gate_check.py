@@ -32,8 +32,10 @@ def test_the_joint_rule_combines_what_each_signal_catches_within_the_budget(benc
     assert _point(ANS + UNANS, *rules["gate alone"]) == (0.4, 0.0)
     assert _point(ANS + UNANS, *rules["gate, then check"]) == (0.8, 0.0)
     assert _point(ANS + UNANS, *rules["joint"]) == (0.8, 0.0)
+    s, t, w = rules["weighted (calibrate)"]  # what calibrate fits: a weight, a gate, a threshold on the score
+    assert 0.0 <= w < 1.0 and _point(ANS + UNANS, s, t, w)[1] <= 0.1
     rules = fit_rules(ANS + UNANS, gate=0.15, bound=0.0)
-    assert all(_point(ANS + UNANS, *st)[1] == 0.0 for st in rules.values())
+    assert all(_point(ANS + UNANS, *stw)[1] == 0.0 for stw in rules.values())
 
 
 def test_a_manifest_without_rows_is_refused_with_its_path(bench, tmp_path):

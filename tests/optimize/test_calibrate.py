@@ -218,13 +218,13 @@ def test_stated_stage_fits_the_check_alone_when_the_gate_is_off():
 def test_the_weighted_score_separates_what_two_thresholds_cannot():
     import random
 
-    from optimize.calibrate import _joint_gate, _similarity_weight
+    from optimize.calibrate import fit_gate_and_check, _similarity_weight
     from optimize.calibration import fit_joint_thresholds
 
     rng = random.Random(5)
     pts = [(rng.random(), rng.random()) for _ in range(200)]
     rows = [{"p_stated": round(p, 4), "top_similarity": round(s, 4), "answerable": p + s > 1.0} for p, s in pts]
-    joint = _joint_gate(rows, ("max_false_abstention", 0.1))
+    joint = fit_gate_and_check(rows, ("max_false_abstention", 0.1))
     assert 0.35 < joint["stated_similarity_weight"] < 0.65  # the boundary p + s = 1 weighs both alike
     assert joint["abstention_unanswerable"] > 0.95 and joint["false_abstention"] <= 0.1
     both = fit_joint_thresholds([r["top_similarity"] for r in rows], [r["p_stated"] for r in rows],
