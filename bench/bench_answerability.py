@@ -6,7 +6,8 @@ Abstention is only as good as the score it thresholds. For every program of an e
 eval``; a stopped run works too), this reads each question's trace and scores the signals a program
 could abstain on: the best relevance probability of the graded passages, their mean, the support
 judge's expected support P(fully) + 0.5 P(partially) of the first and of the best draft, the drafter's
-P(answerable), the candidate confidence the program used, the answer check's P(stated) (first round) and
+P(answerable), the candidate confidence the program used, the answer check's P(stated) (first round), the
+score the program routed on (P(stated) mixed with the similarity by ``stated_similarity_weight``) and
 the first retrieval's top dense similarity (the similarity gate's signal). For each it prints the ROC AUC of
 answerable vs unanswerable (0.5 = no information) and the best abstention on unanswerable questions
 any threshold reaches while keeping false abstention (answerable questions abstained on) at or below
@@ -47,6 +48,12 @@ def _similarities(row: Row) -> list[float]:
             if s.get("step") == "retrieve" and "top_similarity" in (s.get("inputs") or {})]
 
 
+def _stated_scores(row: Row) -> list[float]:
+    trace = (row.get("result") or {}).get("trace") or []
+    return [float(s["inputs"]["stated_score"]) for s in trace
+            if s.get("step") == "route" and "stated_score" in (s.get("inputs") or {})]
+
+
 def _first(values: list[float]) -> float | None:
     return values[0] if values else None
 
@@ -61,6 +68,7 @@ SIGNALS: dict[str, Callable[[Row], float | None]] = {
     "confidence used": lambda r: (r.get("result") or {}).get("confidence"),
     "top dense similarity": lambda r: _first(_similarities(r)),
     "answer check P(stated)": lambda r: _first([float(s["probs"].get("yes", 0.0)) for s in _steps(r, "check_answer")]),
+    "answer check score": lambda r: _first(_stated_scores(r)),  # P(stated) mixed with the similarity, as routed
 }
 
 
