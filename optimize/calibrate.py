@@ -19,10 +19,11 @@ probabilities, read from token log-probabilities):
    P = 0 (abstained), so the objective holds for the gate and the check together; such questions are still
    checked so that the report's ``rows`` hold both signals per question. With the gate on (the similarity
    stage fitted it, or the artifact it is compiled from has it) the gate and the check are then **fitted
-   together**: the pair (similarity, stated) with the most abstention for the objective over every
-   distinct decision of both on these questions (a question the check does not decide counts as
-   abstained), which replaces the similarity stage's threshold (``bench/bench_gate_check.py`` compares
-   the rules). Skipped (size 0) for a program without the check.
+   together** (:func:`fit_gate_and_check`): the check's score becomes (1 − w)·P(stated) + w·top similarity,
+   w from a logistic regression of "answerable" on both, and the pair (similarity, stated) best for the
+   objective over every distinct decision of both on these questions (a question the check does not
+   decide counts as abstained) replaces the similarity stage's threshold (``bench/bench_gate_check.py``
+   compares the rules). Skipped (size 0) for a program without the check.
    The same scores fit ``verified``: the lowest P(stated) above which ≥ 90% (``verified_precision``) of
    the questions are answerable; above it the checked draft skips the support judge.
 5. **answer** on ``qa_en``: the program runs end to end with the answer threshold at 0 (it answers
@@ -228,7 +229,7 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
     """P(stated) of the answer check on each question's first-round passages vs. whether it is answerable.
     With the similarity gate on, the check's score mixes P(stated) with the top similarity (weight from a
     logistic regression) and the gate and the check's threshold are fitted together (``report["joint"]``:
-    the pair with the most abstention for the objective; the new gate is ``report["joint"]["similarity"]``,
+    the pair best for the objective; the new gate is ``report["joint"]["similarity"]``,
     the weight ``report["joint"]["stated_similarity_weight"]``), else the check alone on P(stated).
     With ``verified_precision``, the same P(stated) also fit the ``verified`` threshold (``report["verified"]``):
     the lowest P(stated) above which at least that share of the questions is answerable (≥ 3 of them),
