@@ -237,8 +237,8 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
     usage, rows = Usage(), []
     for ex in examples:
         question, answerable = str(M.field_value(ex, "question")), bool(M.field_value(ex, "answerable", True))
-        p, tracer = program.stated_probability(question, gate=False)  # checked even below the gate: the rows
-        top, _ = program.retrieval_similarity(question)                # hold both signals for a joint fit
+        p, top, tracer = program.first_round_signals(question)  # checked even below the gate: the rows hold
+                                                                # both signals for the joint fit
         usage = usage.add(tracer.usage)
         rows.append({"p_stated": None if p is None else round(p, 4),
                      "top_similarity": None if top is None else round(top, 4), "answerable": answerable})

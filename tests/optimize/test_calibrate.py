@@ -184,6 +184,7 @@ def test_stated_stage_fits_the_gate_and_the_check_together():
     stated = report["stages"]["stated"]
     # every question is checked, even below the gate, so the rows hold both signals
     assert engine.count("check_answer") == 10 and stated["n"] == 10
+    assert len(program.retriever.queries) == 10  # one retrieval per question gives both signals
     assert sorted(r["top_similarity"] for r in stated["rows"]) == sorted(SIMS.values())
     assert [r["answerable"] for r in stated["rows"]] == [e.answerable for e in SIM_QA]
     # jointly: gate at 0.5 (stops 4 unanswerable and the answerable 0.3: false abstention 0.2), the check
