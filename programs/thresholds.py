@@ -137,6 +137,14 @@ def too_dissimilar(top: float | None, gate: float) -> bool:
     return gate > 0.0 and top is not None and top < gate
 
 
+def skips_grading(kb_grading: str, answer_check: bool, gate: float, passages: list[Passage]) -> bool:
+    """Whether a round's passages go ungraded: ``kb_grading = "without_gate"``, the answer check on, a
+    similarity gate in force (``gate`` > 0) and every passage from the dense search the gate judges (a web
+    or keyword-only passage carries no similarity: it is graded)."""
+    return (kb_grading == "without_gate" and answer_check and gate > 0.0 and bool(passages)
+            and all(p.similarity is not None for p in passages))
+
+
 def skips_support(p_stated: float | None, th: Thresholds) -> bool:
     """The answer check stands in for the support judge on the checked draft when P(stated) > ``verified``
     (strictly: the default 1.0 never skips, not even on a hard "yes")."""

@@ -1,21 +1,13 @@
 """bench/bench_answerability.py: the signals read from a recorded trace, and the best abstention at a bound."""
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = str(Path(__file__).resolve().parents[2] / "bench")
+from tests.bench.conftest import import_bench
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, BENCH)
-    try:
-        return importlib.import_module("bench_answerability")
-    finally:
-        sys.path.remove(BENCH)
+    return import_bench("bench_answerability")
 
 
 ROW = {"result": {"trace": [

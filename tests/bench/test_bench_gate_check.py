@@ -1,22 +1,15 @@
 """bench/bench_gate_check.py: the gate and the check fitted alone, in sequence and jointly, on known rows."""
 
-import importlib
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = str(Path(__file__).resolve().parents[2] / "bench")
+from tests.bench.conftest import import_bench
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, BENCH)  # a bench script imports its sibling scripts by name
-    try:
-        return importlib.import_module("bench_gate_check")
-    finally:
-        sys.path.remove(BENCH)
+    return import_bench("bench_gate_check")
 
 
 # 10 answerable, 10 unanswerable: the gate (similarity) catches unanswerable u0-u3, the check u4-u7;

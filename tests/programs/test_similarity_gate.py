@@ -31,6 +31,7 @@ def make(similarity_of, th=None, embedder_name="emb-a", web=None, **cfg):
     cfg.setdefault("retrieve_rules", False)
     cfg.setdefault("max_rewrites", 0)
     cfg.setdefault("max_web_rounds", 0)
+    cfg.setdefault("kb_grading", "always")  # these tests follow the graded path (ungraded: test_kb_grading.py)
     lm, engine = scripted_lm(GOOD)
     program = SelfRAG(SimilarityRetriever(KB, similarity_of, embedder_name), web_search=web,
                       config=ProgramSettings(**cfg), generator_lm=lm, adapter=dspy.JSONAdapter())

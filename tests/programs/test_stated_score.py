@@ -16,6 +16,7 @@ P_STATED_06 = {"check_answer": {"stated": {"yes": 0.6, "no": 0.4}}}
 
 def make(similarity, embedder_name="emb-a", th=None, **cfg):
     lm, engine = scripted_lm(GOOD, probs=P_STATED_06)
+    cfg.setdefault("kb_grading", "always")  # the graded path (ungraded: test_kb_grading.py)
     config = ProgramSettings(retrieve_rules=False, max_rewrites=0, max_web_rounds=0, relevance_threshold=0.1, **cfg)
     program = SelfRAG(SimilarityRetriever(KB, lambda q: similarity, embedder_name), config=config,
                       generator_lm=lm, adapter=dspy.JSONAdapter())

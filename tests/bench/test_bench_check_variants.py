@@ -1,0 +1,61 @@
+"""bench/bench_check_variants.py: the verbatim quote test, the signal table, the variant signatures."""
+
+import json
+import sys
+
+import pytest
+
+from tests.bench.conftest import BENCH, import_bench
+
+@pytest.fixture(scope="module")
+def bench():
+    return import_bench("bench_check_variants")
+
+
+def test_a_quote_is_found_only_when_it_occurs_verbatim_after_normalising(bench):
+    passages = ["The Heron uses a 630 Wh battery.", "A full charge takes 4.5 hours."]
+    assert bench.quote_found("a full CHARGE  takes 4.5 hours", passages)  # case, spaces
+    assert bench.quote_found("630 Wh battery", passages)
+    assert not bench.quote_found("a 700 Wh battery", passages)  # a changed word
+    assert not bench.quote_found("  ", passages)  # nothing quoted
+    assert not bench.quote_found("Heron uses a 630 Wh battery. A full charge", passages)  # across passages
+
+
+def _rows(n: int = 20) -> list[dict]:
+    rows = []
+    for i in range(n):
+        answerable = i % 2 == 0
+        rows.append({"answerable": answerable, "top_similarity": 0.3 + 0.02 * i,  # uninformative ramp
+                     "stated": 0.9 if answerable else 0.1,  # separates perfectly
+                     "quote": 0.5, "point": None if i == 3 else 0.6,  # no information; one failed call
+                     "quote_found": True, "quote_text": "x"})
+    return rows
+
+
+def test_the_signal_table_scores_each_signal_and_the_combinations(bench):
+    table = {name: (auc, abstain) for name, auc, abstain in bench.signal_table(_rows(), 0.1)}
+    assert table["stated"] == (1.0, 1.0)
+    assert table["quote"] == (0.5, 0.0)  # a constant score: no threshold abstains without false abstention
+    assert table["stated + similarity (cv)"][0] == 1.0  # the perfect signal survives the regression
+    assert 0.4 < table["top similarity"][0] < 0.6
+    assert {"point + similarity (cv)", "quote + similarity + found (cv)", "stated + quote + point + similarity (cv)",
+            "quote × found", "quote found"} <= set(table)
+
+
+def test_rows_written_by_a_run_are_reported_without_an_lm(bench, tmp_path, monkeypatch, capsys):
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(_rows()))
+    monkeypatch.syspath_prepend(BENCH)  # main imports the benches' shared helpers, as when run as a script
+    monkeypatch.setattr(sys, "argv", ["bench_check_variants.py", "--from-rows", str(path)])
+    bench.main()
+    out = capsys.readouterr().out
+    assert "20 questions, 10 answerable" in out
+    assert "stated " in out and "1.000" in out
+
+
+def test_the_variants_are_label_judgements_the_soft_scores_can_read(bench):
+    from programs.soft_labels import label_values
+
+    assert label_values(bench.CheckAnswerQuoted.output_fields["stated"].annotation) == ("yes", "no")
+    assert list(bench.CheckAnswerQuoted.output_fields) == ["quote", "stated"]  # the quote comes first
+    assert label_values(bench.PointToAnswer.output_fields["passage"].annotation)[0] == "none"
