@@ -1,7 +1,7 @@
 """The similarity gate and the answer check, fitted alone, in sequence, or jointly: which abstains most?
 
     .venv/bin/python bench/bench_gate_check.py MANIFEST [--run RUN_ID] [--reports reports]
-                                               [--max-false-abstention 0.1]
+                                               [--max-false-abstention 0.1] [--confidence 0.9 ...]
 
 MANIFEST is a compile manifest whose ``stated`` calibration stage recorded ``rows`` (each question's
 P(stated) without the gate, its first retrieval's top dense similarity and whether it is answerable;
@@ -15,6 +15,10 @@ abstention on unanswerable questions at false abstention ≤ the bound:
 * weighted — what ``calibrate``'s stated stage fits when the gate is on
   (:func:`optimize.calibrate.fit_gate_and_check`): the check scores (1 − w)·P(stated) + w·similarity, w
   from a logistic regression, and the gate and the threshold on that score are searched together.
+
+With ``--confidence C`` (repeatable), the weighted rule is fitted again with the false abstention's
+upper confidence bound at C held under the bound instead of the rate itself (``selfrag compile
+--answer-objective max-false-abstention=X@C``): the margin against fitting to the calibration sample.
 
 With ``--run``, the fitted rules are replayed on the first-round signals of that eval run's compiled
 program (out of sample; a question whose first round the gate stopped has no P(stated): counted as 0).
@@ -52,9 +56,11 @@ def _best(rows: Rows, pairs: list[tuple[float, float]], bound: float) -> tuple[f
     return max(feasible, key=lambda st: (points[st][0], -points[st][1], -st[1], st[0]))
 
 
-def fit_rules(rows: Rows, gate: float, bound: float) -> dict[str, tuple[float, float, float]]:
+def fit_rules(rows: Rows, gate: float, bound: float, confidences: tuple[float, ...] = ()
+              ) -> dict[str, tuple[float, float, float]]:
     """(s, t, w) of each rule, fitted on ``rows`` for the most abstention at false abstention ≤ ``bound``
-    (the weighted rule: for the most accuracy at that bound, as ``calibrate`` fits it)."""
+    (the weighted rule: for the most accuracy at that bound, as ``calibrate`` fits it; once more per
+    confidence with the bound on the rate's upper confidence bound)."""
     ss = [0.0, *sorted({sim for _, sim, _ in rows})]
     ts = [0.0, *sorted({p for p, _, _ in rows})]
     rules = {"check alone": _best(rows, [(0.0, t) for t in ts], bound),
@@ -62,10 +68,14 @@ def fit_rules(rows: Rows, gate: float, bound: float) -> dict[str, tuple[float, f
              "gate, then check": _best(rows, [(gate, t) for t in ts], bound),
              "joint": _best(rows, [(s, t) for s in ss for t in ts], bound)}
     out = {name: (s, t, 0.0) for name, (s, t) in rules.items()}
-    fit = fit_gate_and_check([{"p_stated": p, "top_similarity": sim, "answerable": a} for p, sim, a in rows],
-                             ("max_false_abstention", bound))
-    if fit is not None:
-        out["weighted (calibrate)"] = (fit["similarity"], fit["stated"], fit["stated_similarity_weight"])
+    checked = [{"p_stated": p, "top_similarity": sim, "answerable": a} for p, sim, a in rows]
+    for confidence in (None, *confidences):
+        objective = ("max_false_abstention", bound) if confidence is None else ("max_false_abstention", bound,
+                                                                                 confidence)
+        fit = fit_gate_and_check(checked, objective)
+        if fit is not None:
+            name = "weighted (calibrate)" if confidence is None else f"weighted, upper bound at {confidence:g}"
+            out[name] = (fit["similarity"], fit["stated"], fit["stated_similarity_weight"])
     return out
 
 
@@ -94,6 +104,8 @@ def main() -> None:
     ap.add_argument("--run", default=None)
     ap.add_argument("--reports", type=Path, default=Path("reports"))
     ap.add_argument("--max-false-abstention", type=float, default=0.1)
+    ap.add_argument("--confidence", type=float, action="append", default=[],
+                    help="also fit the weighted rule on the false abstention's upper confidence bound at this level")
     args = ap.parse_args()
     train, gate = manifest_rows(args.manifest)
     dev = run_rows(args.reports, args.run) if args.run else []
@@ -102,7 +114,7 @@ def main() -> None:
     print("| rule | similarity s | stated t | weight w | train abstention | train false abst. | dev abstention "
           "| dev false abst. |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name, (s, t, w) in fit_rules(train, gate, args.max_false_abstention).items():
+    for name, (s, t, w) in fit_rules(train, gate, args.max_false_abstention, tuple(args.confidence)).items():
         tr = _point(train, s, t, w)
         dv = _point(dev, s, t, w) if dev else None
         print(f"| {name} | {s:.3f} | {t:.3f} | {w:.3f} | {tr[0]:.2f} | {tr[1]:.2f} | "

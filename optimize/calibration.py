@@ -18,7 +18,9 @@ Plots use matplotlib's object API with the Agg canvas: no pyplot state, safe in 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from math import sqrt
 from pathlib import Path
+from statistics import NormalDist
 from typing import Literal, Union
 
 import numpy as np
@@ -27,6 +29,8 @@ from pydantic import BaseModel, ConfigDict
 Objective = Union[
     Literal["accuracy", "balanced_accuracy"],
     tuple[Literal["max_false_abstention", "max_false_acceptance"], float],
+    # (rate, bound, confidence): the rate's one-sided upper confidence bound must stay under the bound
+    tuple[Literal["max_false_abstention", "max_false_acceptance"], float, float],
 ]
 
 
@@ -130,22 +134,49 @@ def threshold_curve(probs: Sequence[float], labels: Sequence[bool | int]) -> lis
     return [evaluate_threshold(ps, ys, t) for t in candidate_thresholds(ps)]
 
 
+def rate_upper_bound(errors: int, n: int, confidence: float) -> float:
+    """The one-sided Wilson upper confidence bound on a rate seen as ``errors`` of ``n`` (1.0 when n = 0):
+    the rate a fresh sample of the same population stays under with probability ``confidence``, roughly.
+    Fitting a threshold under this bound instead of the rate itself leaves a margin that shrinks as the dev
+    set grows, so the bound holds out of sample more often than a rule fitted exactly at it."""
+    if n <= 0:
+        return 1.0
+    z = NormalDist().inv_cdf(confidence)
+    p = errors / n
+    centre = p + z * z / (2 * n)
+    spread = z * sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return min(1.0, (centre + spread) / (1 + z * z / n))
+
+
+def _within(rate: float, n: int, limit: float, confidence: float | None) -> bool:
+    """Whether a rate over ``n`` examples meets ``limit``: the rate itself, or its upper confidence bound."""
+    if confidence is None:
+        return rate <= limit + 1e-12
+    return rate_upper_bound(round(rate * n), n, confidence) <= limit + 1e-12
+
+
 def fit_threshold(probs: Sequence[float], labels: Sequence[bool | int],
                   objective: Objective = "accuracy") -> ThresholdFit:
     """Choose the threshold for ``objective`` on a dev set.
 
     ``"accuracy"`` / ``"balanced_accuracy"`` maximise that; ``("max_false_abstention", x)`` maximises
     accuracy among thresholds with false abstention ≤ x (always satisfiable: threshold 0 abstains on
-    nothing); ``("max_false_acceptance", x)`` likewise with false acceptance ≤ x. Ties go to the
-    lowest threshold: of equally accurate rules, the one that abstains least.
+    nothing); ``("max_false_acceptance", x)`` likewise with false acceptance ≤ x. A third element, a
+    confidence c (``("max_false_abstention", 0.1, 0.9)``), bounds the rate's upper confidence bound at c
+    (:func:`rate_upper_bound`) instead of the rate: a margin against fitting to this sample (with few
+    positives only threshold 0, abstaining on nothing, may meet it). Ties go to
+    the lowest threshold: of equally accurate rules, the one that abstains least.
     """
-    key, bounded, limit, name = _objective_filter(objective)
+    key, bounded, limit, confidence, name = _objective_filter(objective)
     curve = threshold_curve(probs, labels)
-    feasible = curve if bounded is None else [pt for pt in curve if getattr(pt, bounded) <= limit + 1e-12]
+    ys = [bool(y) for y in labels]
+    counts = {"false_abstention": sum(ys), "false_acceptance": len(ys) - sum(ys)}
+    feasible = curve if bounded is None else [
+        pt for pt in curve if _within(getattr(pt, bounded), counts[bounded], limit, confidence)
+        or (bounded == "false_abstention" and pt.threshold == 0.0)]  # abstaining on nothing: 0 for certain
     if not feasible:
         raise ValueError(f"no threshold reaches {name} on this dev set")
     best = max(feasible, key=lambda pt: (getattr(pt, key), -pt.threshold))
-    ys = [bool(y) for y in labels]
     return ThresholdFit(threshold=best.threshold, objective=name, point=best, curve=curve, n=len(ys),
                         n_positive=sum(ys))
 
@@ -162,18 +193,23 @@ class JointFit(BaseModel):
     rules: int  # how many (first, second) pairs were scored
 
 
-def _objective_filter(objective: Objective) -> tuple[str, str | None, float, str]:
-    """(the accuracy key maximised, the rate bounded or None, its bound, the objective's name)."""
+def _objective_filter(objective: Objective) -> tuple[str, str | None, float, float | None, str]:
+    """(the accuracy key maximised, the rate bounded or None, its bound, the confidence of the bound or
+    None (the rate itself), the objective's name)."""
     if objective in ("accuracy", "balanced_accuracy"):
-        return str(objective), None, 1.0, str(objective)
-    if isinstance(objective, tuple) and len(objective) == 2 and objective[0] in ("max_false_abstention",
-                                                                               "max_false_acceptance"):
+        return str(objective), None, 1.0, None, str(objective)
+    if isinstance(objective, tuple) and len(objective) in (2, 3) and objective[0] in ("max_false_abstention",
+                                                                                   "max_false_acceptance"):
         limit = float(objective[1])
         if not 0.0 <= limit <= 1.0:
             raise ValueError(f"{objective[0]} target must lie in [0, 1], got {limit}")
-        return "accuracy", objective[0].removeprefix("max_"), limit, f"{objective[0]}<={limit:g}"
+        confidence = float(objective[2]) if len(objective) == 3 else None
+        if confidence is not None and not 0.5 <= confidence < 1.0:
+            raise ValueError(f"{objective[0]} confidence must lie in [0.5, 1), got {confidence}")
+        name = f"{objective[0]}<={limit:g}" + ("" if confidence is None else f"@{confidence:g}")
+        return "accuracy", objective[0].removeprefix("max_"), limit, confidence, name
     raise ValueError(f"unknown objective {objective!r}; use 'accuracy', 'balanced_accuracy', "
-                     "('max_false_abstention', x) or ('max_false_acceptance', x)")
+                     "('max_false_abstention', x[, confidence]) or ('max_false_acceptance', x[, confidence])")
 
 
 def fit_joint_thresholds(first: Sequence[float], second: Sequence[float], labels: Sequence[bool | int],
@@ -184,7 +220,7 @@ def fit_joint_thresholds(first: Sequence[float], second: Sequence[float], labels
     decides more), then the lowest t. Both score lists must lie in [0, 1]."""
     a, ys = _checked(first, labels)
     b, _ = _checked(second, labels)
-    key, bounded, limit, name = _objective_filter(objective)
+    key, bounded, limit, confidence, name = _objective_filter(objective)
     av, bv, yv = np.asarray(a), np.asarray(b), np.asarray(ys, dtype=bool)
     ss, ts = np.asarray(candidate_thresholds(a)), np.asarray(candidate_thresholds(b))
     decided = (av[None, None, :] >= ss[:, None, None]) & (bv[None, None, :] >= ts[None, :, None])  # s × t × n
@@ -195,7 +231,17 @@ def fit_joint_thresholds(first: Sequence[float], second: Sequence[float], labels
              "false_acceptance": (neg - tn) / neg if neg else np.zeros_like(tn, dtype=float)}
     recalls = [r for r, n in ((tp / max(pos, 1), pos), (tn / max(neg, 1), neg)) if n]
     scores = {"accuracy": (tp + tn) / len(ys), "balanced_accuracy": sum(recalls) / len(recalls)}
-    feasible = np.ones_like(tp, dtype=bool) if bounded is None else rates[bounded] <= limit + 1e-12
+    if bounded is None:
+        feasible = np.ones_like(tp, dtype=bool)
+    elif confidence is None:
+        feasible = rates[bounded] <= limit + 1e-12
+    else:  # the upper confidence bound of each pair's rate, from its error count
+        n = pos if bounded == "false_abstention" else neg
+        errors = (pos - tp) if bounded == "false_abstention" else (neg - tn)
+        bounds = {k: rate_upper_bound(k, n, confidence) for k in range(n + 1)}
+        feasible = np.vectorize(lambda k: bounds[int(k)] <= limit + 1e-12, otypes=[bool])(errors)
+        if bounded == "false_abstention":
+            feasible[0, 0] = True  # (0, 0) abstains on nothing: 0 for certain, however few the examples
     if not feasible.any():
         raise ValueError(f"no pair of thresholds reaches {name} on this dev set")
     best = max(zip(*np.nonzero(feasible)), key=lambda ij: (scores[key][ij], -rates["false_abstention"][ij],

@@ -132,7 +132,9 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         start_from: an artifact whose compiled state (and thresholds) the program starts from.
         calibrate_sizes: run the calibrate stage (:mod:`optimize.calibrate`) after the optimizer stages,
             with these sizes (``{"retrieve": 60, "relevance": 30, "answer": 24}``, 0 skips one); None = no.
-        answer_objective: the answer threshold's objective (``"accuracy"`` or ``("max_false_abstention", x)``).
+        answer_objective: the stated and answer thresholds' objective (``"accuracy"``,
+            ``("max_false_abstention", x)`` or ``("max_false_abstention", x, confidence)``; default x = 0.1 held
+            by its upper confidence bound at 0.8).
         verified_precision: the share of answerable questions above the ``verified`` threshold it is fitted for.
         similarity_false_abstention: the false abstention the similarity gate is fitted for
             (``calibrate_sizes["similarity"]`` questions; its share of the answer objective's budget).

@@ -64,7 +64,9 @@ def compile_cmd(
         help="The similarity gate's false abstention on those questions when fitted alone (it turns the gate "
              "on; the stated stage then refits the gate and the answer check together).")] = 0.04,
     answer_objective: Annotated[str, typer.Option(
-        "--answer-objective", help="accuracy, or max-false-abstention=X (default 0.1).")] = "max-false-abstention=0.1",
+        "--answer-objective", help="accuracy; max-false-abstention=X (the calibration questions' rate <= X); or "
+                              "max-false-abstention=X@C (the rate's upper confidence bound at C <= X: a margin "
+                              "against fitting to the sample).")] = "max-false-abstention=0.1@0.8",
     verified_precision: Annotated[float, typer.Option(
         "--verified-precision", min=0.0, max=1.0,
         help="Fit the verified threshold (skip the support judge when the answer check is surer) so that this "
@@ -172,19 +174,26 @@ def e2e_request(request: dict) -> dict:
 
 
 def parse_objective(text: str):
-    """``accuracy`` or ``max-false-abstention=X`` (0 ≤ X ≤ 1) → the calibrate stage's objective."""
+    """``accuracy``, ``max-false-abstention=X`` (0 ≤ X ≤ 1) or ``max-false-abstention=X@C`` (the rate's
+    upper confidence bound at C, 0.5 ≤ C < 1, must stay ≤ X: a margin against fitting to the calibration
+    sample) → the calibrate stage's objective."""
     text = text.strip().lower()
     if text == "accuracy":
         return "accuracy"
     key, _, value = text.partition("=")
-    if key == "max-false-abstention":
-        try:
-            limit = float(value)
-        except ValueError:
-            limit = -1.0
-        if 0.0 <= limit <= 1.0:
+    limit_text, at, confidence_text = value.partition("@")
+    try:
+        limit = float(limit_text)
+        confidence = float(confidence_text) if at else None
+    except ValueError:
+        limit, confidence = -1.0, None
+    if key == "max-false-abstention" and 0.0 <= limit <= 1.0:
+        if confidence is None:
             return ("max_false_abstention", limit)
-    fail(f"--answer-objective must be 'accuracy' or 'max-false-abstention=X' with 0 <= X <= 1, got {text!r}", 2)
+        if 0.5 <= confidence < 1.0:
+            return ("max_false_abstention", limit, confidence)
+    fail("--answer-objective must be 'accuracy', 'max-false-abstention=X' or 'max-false-abstention=X@C' with "
+         f"0 <= X <= 1 and 0.5 <= C < 1, got {text!r}", 2)
 
 
 def render(manifest: dict) -> None:

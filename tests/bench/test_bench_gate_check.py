@@ -41,3 +41,15 @@ def test_a_manifest_without_rows_is_refused_with_its_path(bench, tmp_path):
     path.write_text(json.dumps({"thresholds": {"similarity": 0.3},
                                 "calibration": {"stages": {"stated": {"rows": rows}}}}))
     assert manifest_rows(path) == ([(0.0, 0.4, True)], 0.3)
+
+
+def test_a_confidence_level_refits_the_weighted_rule_with_a_margin(bench):
+    # 40 answerable questions whose P(stated) climbs by 1/40, 80 unanswerable below 0.5 at four per 1/40:
+    # the accuracy fit spends the whole false-abstention budget, the confidence bound leaves a margin
+    rows = ([(i / 40, 0.9, True) for i in range(1, 41)]
+            + [(j / 160 + 0.001, 0.9, False) for j in range(80)])
+    rules = bench.fit_rules(rows, gate=0.0, bound=0.1, confidences=(0.9,))
+    plain = bench._point(rows, *rules["weighted (calibrate)"])
+    margin = bench._point(rows, *rules["weighted, upper bound at 0.9"])
+    assert plain[1] == pytest.approx(0.1)
+    assert margin[1] == pytest.approx(1 / 40) and margin[0] < plain[0]  # 2 of 40 would put the bound over 0.1

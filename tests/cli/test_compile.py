@@ -39,12 +39,24 @@ def test_cli_compile_writes_the_artifact_and_prints_the_table(cli_lm, tmp_path):
     (["--dev", "-1"], "--dev must be >= 0"),
     (["--budget", "0"], "--budget must be >= 1"),
     (["--name", "a/b"], "invalid artifact name"),
+    (["--answer-objective", "max-false-abstention=0.1@1.5"], "--answer-objective must be"),
+    (["--answer-objective", "max-false-abstention=x@0.9"], "--answer-objective must be"),
 ])
 def test_cli_bad_values_exit_non_zero(cli_lm, tmp_path, args, message):
     result = runner.invoke(app, ["compile", "--out-dir", str(tmp_path), *args])
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
     assert cli_lm.calls == []
+
+
+@pytest.mark.parametrize("text, objective", [
+    ("accuracy", "accuracy"),
+    ("max-false-abstention=0.1", ("max_false_abstention", 0.1)),
+    (" Max-False-Abstention=0.05@0.9 ", ("max_false_abstention", 0.05, 0.9)),
+])
+def test_answer_objective_text_becomes_the_calibrate_objective(text, objective):
+    from selfrag.cli.compile import parse_objective
+    assert parse_objective(text) == objective
 
 
 def test_cli_lets_a_bug_keep_its_traceback(cli_lm, tmp_path, monkeypatch):

@@ -122,9 +122,18 @@ def test_stated_stage_fits_the_answer_check_and_the_answer_stage_runs_behind_it(
 def test_without_a_verified_precision_the_support_judge_keeps_running():
     program, engine = answer_program()
     report = calibrate(program, loader=lambda task, split: SPLITS[(task, split)], retrieve=0, relevance=0,
-                       verified_precision=None)
+                       verified_precision=None, answer_objective=("max_false_abstention", 0.1))
     assert report["thresholds"]["verified"] == 1.0 and "verified" not in report["stages"]["stated"]
     assert engine.count("judge_support") == 3
+
+
+def test_the_default_objective_keeps_a_margin_that_three_answerable_questions_cannot_pay_for():
+    # the default bounds false abstention by its upper confidence bound: with 3 answerable questions even
+    # 0 of 3 leaves it above 0.1, so the check's threshold stays at 0 (abstain on nothing) and all draft
+    program, engine = answer_program()
+    report = calibrate(program, loader=lambda task, split: SPLITS[(task, split)], retrieve=0, relevance=0)
+    assert report["stages"]["stated"]["objective"] == "max_false_abstention<=0.1@0.8"
+    assert report["thresholds"]["stated"] == 0.0 and engine.count("generate_answer") == 6
 
 
 def test_stated_stage_is_skipped_for_a_program_without_the_answer_check():

@@ -14,6 +14,7 @@ from optimize.calibration import (
     fit_min_precision,
     fit_threshold,
     plot_coverage_accuracy,
+    rate_upper_bound,
     reliability_diagram,
     threshold_curve,
 )
@@ -59,6 +60,47 @@ def test_false_abstention_target_lowers_the_threshold():
     assert capped.objective == "max_false_abstention<=0"
     loose = fit_threshold(probs, labels, ("max_false_abstention", 0.25))
     assert loose.threshold == acc.threshold
+
+
+def test_rate_upper_bound_is_wilsons_and_shrinks_with_the_sample():
+    z2 = 1.6448536269514722 ** 2  # the one-sided 95% normal quantile, squared
+    assert rate_upper_bound(0, 10, 0.95) == pytest.approx(2 * z2 / 20 / (1 + z2 / 10))  # 0 of 10: about 0.21
+    assert rate_upper_bound(0, 0, 0.9) == 1.0
+    assert rate_upper_bound(5, 50, 0.9) > 0.1  # the rate itself is 0.1: its bound lies above it
+    assert rate_upper_bound(50, 500, 0.9) < rate_upper_bound(5, 50, 0.9)  # same rate, more data: tighter
+    assert rate_upper_bound(5, 50, 0.95) > rate_upper_bound(5, 50, 0.8)  # surer: wider
+    assert rate_upper_bound(50, 50, 0.9) == 1.0
+
+
+def _graded_overlap(n: int = 100):
+    """n positives score i/n; 2n negatives spread over [0, 0.5) at four per 0.01: up to 0.5, raising the
+    threshold loses one positive for every four negatives it rejects, so accuracy climbs with it."""
+    probs = [i / n for i in range(1, n + 1)] + [j / (4 * n) + 0.001 for j in range(2 * n)]
+    return probs, [True] * n + [False] * (2 * n)
+
+
+def test_a_confidence_bound_leaves_a_margin_under_the_false_abstention_target():
+    probs, labels = _graded_overlap()
+    at_rate = fit_threshold(probs, labels, ("max_false_abstention", 0.1))
+    bounded = fit_threshold(probs, labels, ("max_false_abstention", 0.1, 0.9))
+    assert at_rate.point.false_abstention == pytest.approx(0.1)  # accuracy climbs with the threshold: at the bound
+    assert bounded.objective == "max_false_abstention<=0.1@0.9"
+    assert bounded.threshold < at_rate.threshold and bounded.point.false_abstention < 0.1
+    k = round(bounded.point.false_abstention * 100)
+    assert rate_upper_bound(k, 100, 0.9) <= 0.1 < rate_upper_bound(k + 1, 100, 0.9)  # the highest feasible rule
+    assert k == 6
+    joint = fit_joint_thresholds(probs, [1.0] * len(probs), labels, ("max_false_abstention", 0.1, 0.9))
+    assert joint.point.false_abstention == pytest.approx(0.06) and joint.objective == bounded.objective
+    # three positives: no error count's bound is under 0.1, so only abstaining on nothing is left
+    few = fit_threshold([0.1, 0.2, 0.8, 0.9, 0.95], [0, 0, 1, 1, 1], ("max_false_abstention", 0.1, 0.8))
+    assert few.threshold == 0.0 and rate_upper_bound(0, 3, 0.8) > 0.1
+    few_joint = fit_joint_thresholds([0.1, 0.2, 0.8, 0.9, 0.95], [0.5] * 5, [0, 0, 1, 1, 1],
+                                     ("max_false_abstention", 0.1, 0.8))
+    assert (few_joint.first, few_joint.second) == (0.0, 0.0)
+    with pytest.raises(ValueError, match="confidence must lie in"):
+        fit_threshold(probs, labels, ("max_false_abstention", 0.1, 1.0))
+    with pytest.raises(ValueError, match="confidence must lie in"):
+        fit_joint_thresholds(probs, probs, labels, ("max_false_abstention", 0.1, 0.3))
 
 
 def test_false_acceptance_target_raises_the_threshold():
