@@ -8,7 +8,8 @@ could abstain on: the best relevance probability of the graded passages, their m
 judge's expected support P(fully) + 0.5 P(partially) of the first and of the best draft, the drafter's
 P(answerable), the candidate confidence the program used, the answer check's P(stated) (first round), the
 score the program routed on (P(stated) mixed with the similarity by ``stated_similarity_weight``) and
-the first retrieval's top dense similarity (the similarity gate's signal). For each it prints the ROC AUC of
+the first retrieval's top dense similarity (the similarity gate's signal), and the mean and minimum
+log-probability of the first draft's answer tokens (questions that reached a draft). For each it prints the ROC AUC of
 answerable vs unanswerable (0.5 = no information) and the best abstention on unanswerable questions
 any threshold reaches while keeping false abstention (answerable questions abstained on) at or below
 the bound. No LM.
@@ -54,6 +55,13 @@ def _stated_scores(row: Row) -> list[float]:
             if s.get("step") == "route" and "stated_score" in (s.get("inputs") or {})]
 
 
+def _draft_logprob(row: Row, key: str) -> float | None:
+    """The first draft's answer-token log-probability statistic (``mean`` or ``min``), if recorded."""
+    trace = (row.get("result") or {}).get("trace") or []
+    return _first([float(s["text_logprob"][key]) for s in trace
+                   if s.get("step") == "generate_answer" and s.get("text_logprob")])
+
+
 def _first(values: list[float]) -> float | None:
     return values[0] if values else None
 
@@ -69,6 +77,8 @@ SIGNALS: dict[str, Callable[[Row], float | None]] = {
     "top dense similarity": lambda r: _first(_similarities(r)),
     "answer check P(stated)": lambda r: _first([float(s["probs"].get("yes", 0.0)) for s in _steps(r, "check_answer")]),
     "answer check score": lambda r: _first(_stated_scores(r)),  # P(stated) mixed with the similarity, as routed
+    "draft answer mean token logprob": lambda r: _draft_logprob(r, "mean"),
+    "draft answer min token logprob": lambda r: _draft_logprob(r, "min"),
 }
 
 

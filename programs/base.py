@@ -21,7 +21,7 @@ import dspy
 
 from programs.batch_grading import parse_batch_verdicts
 from programs.failures import deciding_failure, web_passages_used
-from programs.judging import field_labels, record_soft, soft_items, soft_of
+from programs.judging import field_labels, record_soft, soft_items, soft_of, text_logprob
 from programs.language import abstain_answer
 from programs.passages import cited_passages, citation, format_passages, passage_ref
 from programs.retriever_calls import query_warning
@@ -264,6 +264,7 @@ class RAGModule(dspy.Module):
         # The drafter's own P(answerable = true), read from the same call's log-probabilities (free).
         answerable = soft_of(pred, "answerable", field_labels(self.generate_answer, "answerable"))
         record_soft(step, answerable)
+        step.text_logprob = text_logprob(pred, "answer")
         if pred.answerable is False or not str(pred.answer or "").strip():
             tracer.note("candidate_dropped", "passages do not answer the question", answer=pred.answer)
             return None

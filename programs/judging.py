@@ -10,6 +10,7 @@ the completion is the n-th verdict's label.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from programs.soft_labels import Label, SoftLabel, hard_label, label_values, soft_label, token_logprobs
@@ -78,3 +79,36 @@ def record_soft(step: TraceStep, soft: SoftLabel | None) -> None:
 def p_of(soft: SoftLabel | None, label: Label, default: float) -> float:
     """P(label) of a soft label; ``default`` when the judgement failed."""
     return default if soft is None else soft.p(label)
+
+
+def text_logprob(pred: Any, field: str) -> dict[str, float] | None:
+    """How sure the model was of a free-text output: the mean and the minimum log-probability of the
+    tokens of ``field``'s JSON string value in the completion, and their count (``n``). None without
+    log-probabilities, or when the value cannot be located (no ``"field": "..."`` in the tokens).
+
+    A token that straddles the value's boundary (e.g. ``":"`` + opening quote + first word) counts."""
+    steps = token_logprobs(getattr(pred, "logprobs", None)) if pred is not None else None
+    if not steps:
+        return None
+    text = "".join(step.token for step in steps)
+    key = text.find(f'"{field}"')
+    if key < 0:
+        return None
+    colon = text.find(":", key + len(field) + 2)
+    quote = text.find('"', colon + 1) if colon >= 0 else -1
+    if quote < 0 or text[colon + 1 : quote].strip():
+        return None  # not a string value
+    try:
+        _, end = json.JSONDecoder().raw_decode(text, quote)
+    except ValueError:
+        return None
+    start, end = quote + 1, end - 1  # the characters between the quotes
+    picked, pos = [], 0
+    for step in steps:
+        nxt = pos + len(step.token)
+        if nxt > start and pos < end:
+            picked.append(step.logprob)
+        pos = nxt
+    if not picked:
+        return None
+    return {"mean": round(sum(picked) / len(picked), 4), "min": round(min(picked), 4), "n": float(len(picked))}

@@ -99,6 +99,9 @@ class TraceStep(BaseModel):
     # label got probability 1.
     probs: dict[str, float] | None = None
     soft: bool | None = None
+    # A free-text output's token log-probabilities (the drafted answer's): ``mean``, ``min`` and the
+    # count ``n`` over its tokens (:func:`programs.judging.text_logprob`); None without log-probabilities.
+    text_logprob: dict[str, float] | None = None
 
 
 class Usage(BaseModel):

@@ -16,6 +16,8 @@ ROW = {"result": {"trace": [
     {"step": "check_answer", "probs": {"yes": 0.7, "no": 0.3}, "inputs": {}},
     {"step": "route", "output": "generate", "inputs": {"p_stated": "0.7", "stated_score": "0.5322"}},
     {"step": "route", "output": "abstain", "inputs": {"p_stated": "0.2", "stated_score": "0.1"}},
+    {"step": "generate_answer", "probs": {"true": 0.9, "false": 0.1}, "text_logprob": {"mean": -0.4, "min": -2.5, "n": 4}},
+    {"step": "generate_answer", "probs": {"true": 0.9, "false": 0.1}, "text_logprob": {"mean": -0.1, "min": -0.2, "n": 3}},
 ]}}
 
 
@@ -24,6 +26,9 @@ def test_the_first_round_signals_are_read_from_the_trace(bench):
     assert bench.SIGNALS["answer check P(stated)"](ROW) == 0.7
     assert bench.SIGNALS["answer check score"](ROW) == 0.5322  # the first round's, as routed
     assert bench.SIGNALS["answer check score"]({"result": {"trace": []}}) is None
+    assert bench.SIGNALS["draft answer mean token logprob"](ROW) == -0.4  # the first draft's
+    assert bench.SIGNALS["draft answer min token logprob"](ROW) == -2.5
+    assert bench.SIGNALS["draft answer min token logprob"]({"result": {"trace": []}}) is None
 
 
 def test_best_abstention_keeps_false_abstention_within_the_bound(bench):

@@ -238,6 +238,15 @@ def test_the_draft_records_its_own_probability_that_the_passages_answer():
     assert draft.soft is True and draft.probs == pytest.approx({"true": 0.7, "false": 0.3})
 
 
+def test_the_draft_records_how_sure_the_model_was_of_its_answer_text():
+    result, _ = run(GOOD, probs={"generate_answer": {"answerable": {True: 0.7, False: 0.3}}})
+    (draft,) = [s for s in result.trace if s.step == "generate_answer"]
+    assert draft.text_logprob == {"mean": 0.0, "min": 0.0, "n": 1.0}  # the fake's free text is one certain token
+    result, _ = run(GOOD)  # a backend without log-probabilities
+    (draft,) = [s for s in result.trace if s.step == "generate_answer"]
+    assert draft.text_logprob is None
+
+
 def test_the_default_grading_pool_is_k_passages():
     program, engine = make(GOOD, k=2, grade_pool=None)
     result = program(question=QUESTION).result
