@@ -71,6 +71,9 @@ class RetrievalSettings(_Section):
     # multi-representation (children matched, parent chunks returned) or raptor (the collapsed tree);
     # ask, search, eval, compile, data derive and the service (selfrag.wiring.build_retriever).
     index: Literal["none", "multi-representation", "raptor"] = "none"
+    # The embedder that re-scores each retrieved passage's cosine with the question, the scale the similarity
+    # gate and the answer check's score read ("" = the collection's own; selfrag.kb.rescore.RescoredRetriever).
+    similarity_embedder: str = ""
 
 
 class LMSettings(_Section):

@@ -8,6 +8,8 @@ environment on its own (the Tavily key is read by the web factory, once, when wi
 
 from __future__ import annotations
 
+import functools
+
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,14 +59,35 @@ def build_retriever(settings: Settings, kb: KnowledgeBase, mode: str | None = No
     when one is set; :class:`~selfrag.errors.InputError` when that index has not been built."""
     kind = settings.retrieval.index
     if kind == "none":
-        return kb.retriever(mode)
-    from selfrag.errors import InputError
-    from selfrag.kb.indexes import index_retriever
+        retriever = kb.retriever(mode)
+    else:
+        from selfrag.errors import InputError
+        from selfrag.kb.indexes import index_retriever
 
-    try:
-        return index_retriever(kb, kind, mode)
-    except ValueError as exc:
-        raise InputError(f"retrieval.index = {kind!r}: {exc}") from None
+        try:
+            retriever = index_retriever(kb, kind, mode)
+        except ValueError as exc:
+            raise InputError(f"retrieval.index = {kind!r}: {exc}") from None
+    return rescored(settings, retriever)
+
+
+def rescored(settings: Settings, retriever: Retriever) -> Retriever:
+    """``retriever`` with its passages' similarity re-scored by ``retrieval.similarity_embedder`` when one is
+    set (:class:`selfrag.kb.rescore.RescoredRetriever`; the embedder is built once per settings)."""
+    name = settings.retrieval.similarity_embedder
+    if not name:
+        return retriever
+    from selfrag.kb.rescore import RescoredRetriever
+
+    return RescoredRetriever(retriever, _rescore_embedder(name))
+
+
+@functools.lru_cache(maxsize=4)
+def _rescore_embedder(name: str) -> Any:
+    """The re-scoring embedder named ``name``, loaded once per process (a model load takes seconds)."""
+    from selfrag.kb.embedder import make_embedder
+
+    return make_embedder(name)
 
 
 def build_indexes(settings: Settings, kb: KnowledgeBase, kinds: list[str], *,

@@ -1,0 +1,67 @@
+"""A retriever whose passages' ``similarity`` is re-scored by another embedder.
+
+The similarity gate and the answer check's score read each retrieved passage's cosine with the question
+(:attr:`programs.types.Passage.similarity`) on the scale of one embedder. The embedder that retrieves best
+or fastest need not be the one whose cosine best tells a passage that answers from one that is only on
+topic: on ClapNQ, the three passages MiniLM retrieves, re-scored by multilingual-e5-small, separate
+answerable from unanswerable questions better than MiniLM's own cosine (``bench/bench_retrieval_signals.py``).
+:class:`RescoredRetriever` keeps the inner retriever's passages and order and replaces only their
+``similarity``; it declares the re-scoring embedder as its ``embedder_name``, so a compiled threshold holds
+only on that scale (:func:`programs.thresholds.similarity_gate`). Passage vectors are cached by id and text.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from selfrag.kb.embedder import Embedder
+from selfrag.kb.embedder_support import query_vectors
+from programs.types import Passage
+
+
+class RescoredRetriever:
+    def __init__(self, inner: Any, embedder: Embedder, cache_size: int = 4096):
+        if cache_size < 0:
+            raise ValueError(f"cache_size must be >= 0, got {cache_size!r}")
+        self.inner = inner
+        self.embedder = embedder
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+
+    @property
+    def embedder_name(self) -> str:
+        return str(self.embedder.name)
+
+    def query_warning(self, query: str) -> str | None:
+        check = getattr(self.inner, "query_warning", None)
+        return check(query) if callable(check) else None
+
+    def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None,
+                 **kwargs: Any) -> list[Passage]:
+        from programs.retriever_calls import call_retriever
+
+        passages = call_retriever(self.inner, query, k, filters, **kwargs)
+        if not passages:
+            return passages
+        q = np.asarray(query_vectors(self.embedder, [query])[0], dtype=float)
+        vectors = self._vectors(passages)
+        q = q / (np.linalg.norm(q) or 1.0)
+        return [p.model_copy(update={"similarity": float(v @ q / (np.linalg.norm(v) or 1.0))})
+                for p, v in zip(passages, vectors)]
+
+    def _vectors(self, passages: list[Passage]) -> list[np.ndarray]:
+        keys = [(p.id, p.text) for p in passages]
+        missing = list(dict.fromkeys(key for key in keys if key not in self._cache))
+        if missing:
+            for key, vector in zip(missing, self.embedder.embed([text for _, text in missing])):
+                self._cache[key] = np.asarray(vector, dtype=float)
+        out = []
+        for key in keys:
+            self._cache.move_to_end(key)
+            out.append(self._cache[key])
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return out

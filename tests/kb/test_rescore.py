@@ -1,0 +1,114 @@
+"""selfrag/kb/rescore.py: passages re-scored by another embedder, order and text kept, vectors cached."""
+
+import numpy as np
+import pytest
+
+from programs.thresholds import top_similarity
+from programs.types import Passage
+from selfrag.kb.rescore import RescoredRetriever
+
+
+class CountingEmbedder:
+    """Two-dimensional vectors: texts about batteries point one way, the rest the other."""
+
+    name = "counting"
+
+    def __init__(self):
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts):
+        self.calls.append(list(texts))
+        return np.array([[1.0, 0.0] if "battery" in t.lower() else [0.6, 0.8] for t in texts])
+
+
+class QueryPrefixEmbedder(CountingEmbedder):
+    def embed_queries(self, queries):
+        self.calls.append(["query: " + q for q in queries])
+        return np.array([[0.0, 1.0] for _ in queries])
+
+
+class Inner:
+    embedder_name = "minilm"
+
+    def __init__(self):
+        self.seen: list[dict] = []
+
+    def retrieve(self, query, k=5, filters=None, *, dense_query=None):
+        self.seen.append({"query": query, "k": k, "filters": filters, "dense_query": dense_query})
+        return [Passage(id="a", text="The Heron is red.", similarity=0.9),
+                Passage(id="b", text="The battery holds 630 Wh.", similarity=0.2)][:k]
+
+    def query_warning(self, query):
+        return "warned" if "?" in query else None
+
+
+def test_similarity_is_the_other_embedders_cosine_and_order_and_text_are_kept():
+    inner, emb = Inner(), CountingEmbedder()
+    out = RescoredRetriever(inner, emb).retrieve("battery size", k=2)
+    assert [p.id for p in out] == ["a", "b"] and out[0].text == "The Heron is red."
+    assert out[0].similarity == pytest.approx(0.6) and out[1].similarity == pytest.approx(1.0)
+    assert top_similarity(out) == pytest.approx(1.0)  # the gate reads the new scale
+
+
+def test_it_declares_the_rescoring_embedder_so_thresholds_bind_to_it():
+    from programs.retriever_calls import retriever_embedder
+
+    assert retriever_embedder(RescoredRetriever(Inner(), CountingEmbedder())) == "counting"
+
+
+def test_queries_use_the_embedders_query_mode():
+    emb = QueryPrefixEmbedder()
+    out = RescoredRetriever(Inner(), emb).retrieve("anything", k=2)
+    assert emb.calls[0] == ["query: anything"]
+    assert out[0].similarity == pytest.approx(0.8) and out[1].similarity == pytest.approx(0.0)
+
+
+def test_passage_vectors_are_embedded_once_and_the_cache_is_bounded():
+    emb = CountingEmbedder()
+    retriever = RescoredRetriever(Inner(), emb, cache_size=1)
+    retriever.retrieve("q one", k=2)
+    retriever.retrieve("q two", k=1)  # passage a was evicted by b (cache of one)
+    passage_calls = [c for c in emb.calls if not c[0].startswith("q ")]
+    assert passage_calls == [["The Heron is red.", "The battery holds 630 Wh."], ["The Heron is red."]]
+    assert len(retriever._cache) == 1
+    cached = RescoredRetriever(Inner(), emb2 := CountingEmbedder())
+    cached.retrieve("q", k=2)
+    cached.retrieve("q", k=2)
+    assert [c for c in emb2.calls if c != ["q"]] == [["The Heron is red.", "The battery holds 630 Wh."]]
+
+
+def test_filters_dense_query_and_warnings_reach_the_inner_retriever():
+    inner = Inner()
+    retriever = RescoredRetriever(inner, CountingEmbedder())
+    retriever.retrieve("q", k=1, filters={"source": "a.md"}, dense_query="hypothetical")
+    assert inner.seen[-1] == {"query": "q", "k": 1, "filters": {"source": "a.md"}, "dense_query": "hypothetical"}
+    assert retriever.query_warning("what?") == "warned" and retriever.query_warning("fine") is None
+
+
+def test_nothing_retrieved_embeds_nothing():
+    class Empty:
+        def retrieve(self, query, k=5, filters=None):
+            return []
+
+    emb = CountingEmbedder()
+    assert RescoredRetriever(Empty(), emb).retrieve("q") == [] and emb.calls == []
+    with pytest.raises(ValueError, match="cache_size"):
+        RescoredRetriever(Empty(), emb, cache_size=-1)
+
+
+def test_wiring_wraps_only_when_a_similarity_embedder_is_set(tmp_path):
+    from selfrag import wiring
+    from selfrag.settings import resolve
+
+    plain = resolve({"kb": {"path": str(tmp_path / "kb"), "embedding_model": "hash"}})
+    kb = wiring.build_knowledge_base(plain)
+    assert not isinstance(wiring.build_retriever(plain, kb), RescoredRetriever)
+    hashed = resolve({"kb": {"path": str(tmp_path / "kb"), "embedding_model": "hash"},
+                      "retrieval": {"similarity_embedder": "hash-16"}})
+    wrapped = wiring.build_retriever(hashed, kb)
+    assert isinstance(wrapped, RescoredRetriever) and wrapped.embedder_name == wiring._rescore_embedder("hash-16").name
+    from selfrag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="nope"):
+        wiring.build_retriever(resolve({"kb": {"path": str(tmp_path / "kb"), "embedding_model": "hash"},
+                                        "retrieval": {"similarity_embedder": "nope"}}), kb)
