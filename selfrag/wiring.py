@@ -9,7 +9,6 @@ environment on its own (the Tavily key is read by the web factory, once, when wi
 from __future__ import annotations
 
 import functools
-
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,7 +72,7 @@ def build_retriever(settings: Settings, kb: KnowledgeBase, mode: str | None = No
 
 def rescored(settings: Settings, retriever: Retriever) -> Retriever:
     """``retriever`` with its passages' similarity re-scored by ``retrieval.similarity_embedder`` when one is
-    set (:class:`selfrag.kb.rescore.RescoredRetriever`; the embedder is built once per settings)."""
+    set (:class:`selfrag.kb.rescore.RescoredRetriever`; the embedder is loaded once per process)."""
     name = settings.retrieval.similarity_embedder
     if not name:
         return retriever

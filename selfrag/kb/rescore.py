@@ -19,6 +19,7 @@ import numpy as np
 
 from selfrag.kb.embedder import Embedder
 from selfrag.kb.embedder_support import query_vectors
+from programs.retriever_calls import call_retriever, query_warning
 from programs.types import Passage
 
 
@@ -36,13 +37,10 @@ class RescoredRetriever:
         return str(self.embedder.name)
 
     def query_warning(self, query: str) -> str | None:
-        check = getattr(self.inner, "query_warning", None)
-        return check(query) if callable(check) else None
+        return query_warning(self.inner, query)
 
     def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None,
                  **kwargs: Any) -> list[Passage]:
-        from programs.retriever_calls import call_retriever
-
         passages = call_retriever(self.inner, query, k, filters, **kwargs)
         if not passages:
             return passages
