@@ -76,9 +76,13 @@ def rescored(settings: Settings, retriever: Retriever) -> Retriever:
     name = settings.retrieval.similarity_embedder
     if not name:
         return retriever
+    from selfrag.errors import ConfigError
     from selfrag.kb.rescore import RescoredRetriever
 
-    return RescoredRetriever(retriever, _rescore_embedder(name))
+    try:
+        return RescoredRetriever(retriever, _rescore_embedder(name))
+    except ConfigError as exc:  # the embedder factory names kb.embedding_model; this is another setting
+        raise ConfigError(str(exc).replace("kb.embedding_model", "retrieval.similarity_embedder", 1)) from None
 
 
 @functools.lru_cache(maxsize=4)

@@ -109,6 +109,6 @@ def test_wiring_wraps_only_when_a_similarity_embedder_is_set(tmp_path):
     assert isinstance(wrapped, RescoredRetriever) and wrapped.embedder_name == wiring._rescore_embedder("hash-16").name
     from selfrag.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="nope"):
+    with pytest.raises(ConfigError, match="retrieval.similarity_embedder 'nope'"):
         wiring.build_retriever(resolve({"kb": {"path": str(tmp_path / "kb"), "embedding_model": "hash"},
                                         "retrieval": {"similarity_embedder": "nope"}}), kb)
