@@ -1,6 +1,7 @@
 """Can the retrieval itself, read closer, tell answerable from unanswerable questions? No LM.
 
-    .venv/bin/python bench/bench_retrieval_signals.py [--limit 300] [--split train] [--embedder use-m3]
+    .venv/bin/python bench/bench_retrieval_signals.py [--limit 300] [--split train] [--language en|zh]
+                                                      [--embedder use-m3]
                                                       [--lm-rows ROWS.json] [--max-false-abstention 0.1]
                                                       [--rows OUT.json | --from-rows OUT.json]
 
@@ -9,7 +10,7 @@ The similarity gate reads one number of a retrieval: the best passage's dense co
 answerable question's answer is usually one sentence of it, and an unanswerable question's passages are
 about the right topic without that sentence. This bench retrieves, as the program's first round does
 (``k`` passages of the e2e collection, questions from the balanced ``qa_en`` split as calibrate takes
-them), and scores signals that need only the embedder and the text:
+them; ``--language zh``: ``qa_zh`` over the ``cmrc-qa`` collection), and scores signals that need only the embedder and the text:
 
 * ``top similarity`` — the gate's signal; ``second similarity``, ``gap`` (top − second), ``mean similarity``;
 * ``best sentence similarity`` — the highest cosine of the question with any sentence of the passages
@@ -173,6 +174,8 @@ def report(rows: list[dict], bound: float) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--split", default="train")
+    ap.add_argument("--language", default="en", choices=["en", "zh"],
+                    help="zh: the Chinese questions (qa_zh) over the cmrc-qa collection")
     ap.add_argument("--limit", type=int, default=300)
     ap.add_argument("--embedder", default="", help="a second embedder for the sentence signals (use-m3, e5-small)")
     ap.add_argument("--lm-rows", default="", help="rows of bench_check_variants.py --rows on the same questions")
@@ -189,13 +192,14 @@ def main() -> None:
     offline_environment()
     from optimize.eval_examples import balanced
     from optimize.splits import load_split
+    from optimize.records_zh import QA_CORPUS
     from optimize.stages import E2E_COLLECTION, e2e_retriever
     from selfrag import paths, wiring
     from selfrag.settings import resolve
 
     settings = resolve({})
     retriever = e2e_retriever(lambda name: wiring.build_knowledge_base(settings, collection=name),
-                              paths.datasets_dir(), None, E2E_COLLECTION,
+                              paths.datasets_dir(), None, QA_CORPUS if args.language == "zh" else E2E_COLLECTION,
                               lambda kb: wiring.build_retriever(settings, kb))
     embedder = getattr(getattr(retriever, "dense", retriever), "embedder")
     other = None
@@ -203,7 +207,7 @@ def main() -> None:
         from selfrag.kb.embedder import make_embedder
 
         other = make_embedder(args.embedder)
-    examples = balanced(balanced(load_split("qa_en", args.split, paths.splits_dir()), None), args.limit)
+    examples = balanced(balanced(load_split(f"qa_{args.language}", args.split, paths.splits_dir()), None), args.limit)
     lm_rows = json.loads(Path(args.lm_rows).read_text()) if args.lm_rows else []
     cfg = settings.program
     rows, start = [], time.perf_counter()
