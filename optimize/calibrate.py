@@ -38,6 +38,12 @@ probabilities, read from token log-probabilities):
 
 The fitted :class:`~programs.thresholds.Thresholds` are set on the program (``compiled_thresholds``)
 and saved with it in the artifact; each stage's dev curve, accuracies and ECE go in the manifest.
+
+When the program starts from thresholds whose gate is bound to another embedder than its retriever's (an
+English artifact recalibrated over a Chinese collection, or over a re-scoring embedder), that gate stays:
+the embedder-bound thresholds this run fits (gate, w, stated, verified) are stored for the retriever's
+embedder in ``by_embedder`` (:func:`~programs.thresholds.with_embedder_set`); the others (retrieve, relevance,
+answer) are replaced as usual.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from optimize.calibration import ece, fit_threshold, plot_coverage_accuracy, rel
 from optimize.calibration import coverage_accuracy_curve, evaluate_threshold, fit_min_precision
 from optimize.calibration import fit_joint_thresholds
 from programs.retriever_calls import retriever_embedder
-from programs.thresholds import Thresholds, stated_score, too_dissimilar
+from programs.thresholds import Thresholds, stated_score, thresholds_for, too_dissimilar, with_embedder_set
 from programs.types import Passage, Usage
 
 SplitLoader = Callable[[str, str], Sequence[Any]]
@@ -307,7 +313,14 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
     The stated stage is skipped for a program without the answer check (``config.answer_check``); it
     also fits ``verified`` unless ``verified_precision`` is None (then ``verified`` stays as it was)."""
     out_dir = Path(out_dir) if out_dir is not None else None
-    fitted, sections, total = getattr(program, "compiled_thresholds", None) or Thresholds(), {}, Usage()
+    start = getattr(program, "compiled_thresholds", None) or Thresholds()
+    embedder = retriever_embedder(getattr(program, "retriever", None))
+    # A gate already bound to another embedder stays; this run's embedder-bound fits go to by_embedder[embedder].
+    other_set = bool(embedder) and start.similarity > 0.0 and start.similarity_embedder not in ("", embedder)
+    fitted, sections, total = thresholds_for(start, embedder), {}, Usage()
+    if other_set and embedder not in start.by_embedder:  # nothing fitted on this scale yet: no gate, no w
+        fitted = start.model_copy(update={"similarity": 0.0, "stated_similarity_weight": 0.0,
+                                          "similarity_embedder": embedder})
     if not getattr(getattr(program, "config", None), "answer_check", False):
         stated = 0
     steps = [("retrieve", retrieve), ("relevance", relevance), ("similarity", similarity), ("stated", stated),
@@ -344,4 +357,7 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
         rep["cost"] = usage.model_dump()
         sections[name] = rep
         total = total.add(usage)
+    if other_set:
+        fitted = with_embedder_set(start, embedder, fitted)
+        program.compiled_thresholds = fitted
     return {"split": split, "thresholds": fitted.model_dump(), "stages": sections, "cost": total.model_dump()}

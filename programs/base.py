@@ -24,10 +24,10 @@ from programs.failures import deciding_failure, web_passages_used
 from programs.judging import field_labels, record_soft, soft_items, soft_of, text_logprob
 from programs.language import abstain_answer
 from programs.passages import cited_passages, citation, format_passages, passage_ref
-from programs.retriever_calls import query_warning
+from programs.retriever_calls import query_warning, retriever_embedder
 from programs.scoring import Candidate
 from programs.settings import ProgramSettings
-from programs.thresholds import Thresholds, top_similarity
+from programs.thresholds import Thresholds, thresholds_for, top_similarity
 from programs.tracing import Tracer
 from programs.types import AbstainReason, Passage, RAGResult, Retriever, WebSearch
 from programs.web_budget import WebBudget
@@ -111,8 +111,9 @@ class RAGModule(dspy.Module):
     @property
     def thresholds(self) -> Thresholds:
         """The decision thresholds in force: each set in the settings wins, else the compiled
-        artifact's (its calibrate stage), else :class:`Thresholds`' defaults."""
-        base = self.compiled_thresholds or Thresholds()
+        artifact's (its calibrate stage; the set for the retriever's embedder: :func:`thresholds_for`), else
+        :class:`Thresholds`' defaults."""
+        base = thresholds_for(self.compiled_thresholds or Thresholds(), retriever_embedder(self.retriever))
         cfg = self.config
         overrides = {name: value for name, value in (("retrieve", cfg.retrieve_threshold),
                                                      ("relevance", cfg.relevance_threshold),

@@ -19,6 +19,9 @@ for the decoded label when a backend has none). Three thresholds turn probabilit
   P(stated) alone without a similarity (web passages, another embedder);
 * ``verified``: when the answer check is surer than this (P(stated) > it), the draft from the checked
   passages goes without a support call — its confidence is P(stated). The default 1.0 never skips.
+* ``by_embedder``: the embedder-bound thresholds (gate, w, stated, verified) fitted over *other* embedders
+  than ``similarity_embedder`` — e.g. the Chinese collections' re-scored e5 similarity beside the English
+  MiniLM one — so one artifact carries a gate per scale; :func:`thresholds_for` picks the set in force.
 
 The defaults are 0.5 each (``verified`` 1.0), which is the argmax of the two-way decision: with hard labels
 (probability 1 for the decoded label) the program routes exactly as it does without soft scores,
@@ -37,6 +40,22 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from programs.scoring import SUPPORT_VALUE
 from programs.types import AbstainReason, Passage
+
+
+class EmbedderThresholds(BaseModel):
+    """The thresholds bound to one embedder's similarity scale: the gate, the check score's weight w, and the
+    stated / verified thresholds fitted with them. None: the main thresholds' stated / verified."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    similarity: float = Field(0.0, ge=0.0, le=1.0)
+    stated_similarity_weight: float = Field(0.0, ge=0.0, lt=1.0)
+    stated: float | None = Field(None, ge=0.0, le=1.0)
+    verified: float | None = Field(None, ge=0.0, le=1.0)
+
+
+EMBEDDER_BOUND = ("similarity", "stated_similarity_weight", "stated", "verified")
+"""The :class:`Thresholds` fields an :class:`EmbedderThresholds` set replaces."""
 
 
 class Thresholds(BaseModel):
@@ -62,6 +81,9 @@ class Thresholds(BaseModel):
         0.0, ge=0.0, lt=1.0, description="the answer check's score is (1 - w) * P(stated) + w * the round's best dense "
                                          "similarity, compared with the stated threshold (bound to "
                                          "similarity_embedder like the gate; 0 = P(stated) alone)")
+    by_embedder: dict[str, EmbedderThresholds] = Field(
+        default_factory=dict, description="embedder name -> its own gate, w, stated and verified thresholds, "
+                                          "in force over a retriever with that embedder (not similarity_embedder)")
 
 
 ABSTAIN_REASONS: dict[str, str] = {
@@ -82,6 +104,27 @@ ABSTAIN_REASONS: dict[str, str] = {
     "direct_unanswerable": "the question was routed to answer without retrieval and the model gave no answer",
 }
 """What each abstain reason means (shown by ``ask``)."""
+
+
+def thresholds_for(th: Thresholds, embedder: str | None) -> Thresholds:
+    """The thresholds in force over a retriever whose embedder is ``embedder``: ``th`` itself when its gate is
+    bound to that embedder (or to none), else, when ``th.by_embedder`` holds a set for it, ``th`` with that
+    set's values as its own (``similarity_embedder`` = ``embedder``), else ``th`` (its gate and w then stay off
+    over this embedder: :func:`similarity_gate`)."""
+    if th.similarity_embedder in ("", embedder) or embedder is None or embedder not in th.by_embedder:
+        return th
+    own = th.by_embedder[embedder]
+    update = {name: getattr(own, name) for name in EMBEDDER_BOUND if getattr(own, name) is not None}
+    return th.model_copy(update={**update, "similarity_embedder": embedder})
+
+
+def with_embedder_set(base: Thresholds, embedder: str, fitted: Thresholds) -> Thresholds:
+    """``base`` keeping its own embedder-bound thresholds, with ``fitted``'s (calibrated over ``embedder``)
+    stored as ``by_embedder[embedder]`` and ``fitted``'s other thresholds (retrieve, relevance, answer) taken."""
+    own = EmbedderThresholds(**{name: getattr(fitted, name) for name in EMBEDDER_BOUND})
+    rest = {name: getattr(fitted, name) for name in type(fitted).model_fields
+            if name not in (*EMBEDDER_BOUND, "similarity_embedder", "by_embedder")}
+    return base.model_copy(update={**rest, "by_embedder": {**base.by_embedder, embedder: own}})
 
 
 # ---------------------------------------------------------------------- routing on soft scores

@@ -72,7 +72,8 @@ class RetrievalSettings(_Section):
     # ask, search, eval, compile, data derive and the service (selfrag.wiring.build_retriever).
     index: Literal["none", "multi-representation", "raptor"] = "none"
     # The embedder that re-scores each retrieved passage's cosine with the question, the scale the similarity
-    # gate and the answer check's score read ("" = the collection's own; selfrag.kb.rescore.RescoredRetriever).
+    # gate and the answer check's score read ("" = the collection's own; selfrag.kb.rescore.RescoredRetriever;
+    # "auto" = e5-small over the multilingual (use-m3) collections only, the collection's own elsewhere).
     similarity_embedder: str = ""
 
 

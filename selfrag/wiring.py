@@ -72,17 +72,27 @@ def build_retriever(settings: Settings, kb: KnowledgeBase, mode: str | None = No
 
 def rescored(settings: Settings, retriever: Retriever) -> Retriever:
     """``retriever`` with its passages' similarity re-scored by ``retrieval.similarity_embedder`` when one is
-    set (:class:`selfrag.kb.rescore.RescoredRetriever`; the embedder is loaded once per process)."""
+    set (:class:`selfrag.kb.rescore.RescoredRetriever`; the embedder is loaded once per process). ``"auto"``:
+    e5-small over the multilingual collections (embedded with use-m3), nothing over the others; the
+    embedder then loads at the first re-scoring."""
     name = settings.retrieval.similarity_embedder
     if not name:
         return retriever
     from selfrag.errors import ConfigError
+    from selfrag.kb.auto_embedder import MULTILINGUAL_EMBEDDER
     from selfrag.kb.rescore import RescoredRetriever
 
+    if name == AUTO_SIMILARITY:
+        return RescoredRetriever(retriever, functools.partial(_rescore_embedder, AUTO_RESCORER),
+                                 over=frozenset({MULTILINGUAL_EMBEDDER}))
     try:
         return RescoredRetriever(retriever, _rescore_embedder(name))
     except ConfigError as exc:  # the embedder factory names kb.embedding_model; this is another setting
         raise ConfigError(str(exc).replace("kb.embedding_model", "retrieval.similarity_embedder", 1)) from None
+
+
+AUTO_SIMILARITY = "auto"
+AUTO_RESCORER = "e5-small"  # what "auto" re-scores the multilingual collections with (bench_retrieval_signals)
 
 
 @functools.lru_cache(maxsize=4)

@@ -8,33 +8,49 @@ answerable from unanswerable questions better than MiniLM's own cosine (``bench/
 :class:`RescoredRetriever` keeps the inner retriever's passages and order and replaces only their
 ``similarity``; it declares the re-scoring embedder as its ``embedder_name``, so a compiled threshold holds
 only on that scale (:func:`programs.thresholds.similarity_gate`). Passage vectors are cached by id and text.
+With ``over`` (a set of embedder names) it re-scores only when the inner retriever's embedder is one of them
+and otherwise passes the inner passages and ``embedder_name`` through: ``retrieval.similarity_embedder =
+"auto"`` re-scores the multilingual (Chinese / mixed) collections only.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from selfrag.kb.embedder import Embedder
 from selfrag.kb.embedder_support import query_vectors
-from programs.retriever_calls import call_retriever, query_warning
+from programs.retriever_calls import call_retriever, query_warning, retriever_embedder
 from programs.types import Passage
 
 
 class RescoredRetriever:
-    def __init__(self, inner: Any, embedder: Embedder, cache_size: int = 4096):
+    def __init__(self, inner: Any, embedder: Embedder | Callable[[], Embedder], cache_size: int = 4096,
+                 over: frozenset[str] | None = None):
         if cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {cache_size!r}")
         self.inner = inner
-        self.embedder = embedder
+        self._embedder = embedder  # or a factory, called at the first re-scoring (a model load takes seconds)
         self.cache_size = cache_size
+        self.over = over
         self._cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 
     @property
-    def embedder_name(self) -> str:
-        return str(self.embedder.name)
+    def embedder(self) -> Embedder:
+        if callable(self._embedder) and not hasattr(self._embedder, "embed"):
+            self._embedder = self._embedder()
+        return self._embedder
+
+    @property
+    def active(self) -> bool:
+        """Whether this retriever re-scores (always without ``over``; else over an inner embedder in it)."""
+        return self.over is None or retriever_embedder(self.inner) in self.over
+
+    @property
+    def embedder_name(self) -> str | None:
+        return str(self.embedder.name) if self.active else retriever_embedder(self.inner)
 
     def query_warning(self, query: str) -> str | None:
         return query_warning(self.inner, query)
@@ -42,7 +58,7 @@ class RescoredRetriever:
     def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None,
                  **kwargs: Any) -> list[Passage]:
         passages = call_retriever(self.inner, query, k, filters, **kwargs)
-        if not passages:
+        if not passages or not self.active:
             return passages
         q = np.asarray(query_vectors(self.embedder, [query])[0], dtype=float)
         vectors = self._vectors(passages)

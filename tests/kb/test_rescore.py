@@ -112,3 +112,41 @@ def test_wiring_wraps_only_when_a_similarity_embedder_is_set(tmp_path):
     with pytest.raises(ConfigError, match="retrieval.similarity_embedder 'nope'"):
         wiring.build_retriever(resolve({"kb": {"path": str(tmp_path / "kb"), "embedding_model": "hash"},
                                         "retrieval": {"similarity_embedder": "nope"}}), kb)
+
+
+def test_with_over_it_rescores_only_over_those_embedders_and_loads_the_embedder_lazily():
+    from programs.retriever_calls import retriever_embedder
+
+    made = []
+
+    def factory():
+        made.append(1)
+        return CountingEmbedder()
+
+    english = RescoredRetriever(Inner(), factory, over=frozenset({"use-m3"}))
+    out = english.retrieve("battery size", k=2)
+    assert [p.similarity for p in out] == [0.9, 0.2]  # the inner scale, untouched
+    assert retriever_embedder(english) == "minilm" and not english.active and made == []  # never loaded
+    chinese_inner = Inner()
+    chinese_inner.embedder_name = "use-m3"
+    chinese = RescoredRetriever(chinese_inner, factory, over=frozenset({"use-m3"}))
+    assert chinese.retrieve("battery size", k=2)[1].similarity == pytest.approx(1.0)
+    assert retriever_embedder(chinese) == "counting" and made == [1]
+    chinese.retrieve("battery", k=2)
+    assert made == [1]  # loaded once
+
+
+def test_auto_wraps_every_collection_and_rescores_only_the_multilingual_ones(tmp_path, monkeypatch):
+    from selfrag import wiring
+    from selfrag.settings import resolve
+
+    loaded = []
+    monkeypatch.setattr(wiring, "_rescore_embedder", lambda name: loaded.append(name) or CountingEmbedder())
+    settings = resolve({"kb": {"path": str(tmp_path / "kb"), "embedding_model": "hash"},
+                        "retrieval": {"similarity_embedder": "auto"}})
+    retriever = wiring.build_retriever(settings, wiring.build_knowledge_base(settings))
+    assert isinstance(retriever, RescoredRetriever) and retriever.over == frozenset({"use-m3"})
+    assert not retriever.active and retriever.embedder_name == retriever.inner.embedder_name
+    assert retriever.embedder_name.startswith("hash")
+    retriever.retrieve("anything", k=2)
+    assert loaded == []  # a hash (not multilingual) collection: nothing re-scored, e5 never loaded

@@ -78,7 +78,7 @@ def test_a_skipped_stage_keeps_the_threshold_the_program_was_compiled_with():
     report = calibrate(program, loader=lambda t, s: [], retrieve=0, relevance=0, similarity=0, stated=0, answer=0)
     assert report["thresholds"] == {"retrieve": 0.7, "relevance": 0.05, "answer": 0.5, "stated": 0.3,
                                     "verified": 1.0, "similarity": 0.4, "similarity_embedder": "e",
-                                    "stated_similarity_weight": 0.0}
+                                    "stated_similarity_weight": 0.0, "by_embedder": {}}
 
 
 ANSWER_SCRIPT = {
@@ -170,6 +170,30 @@ def test_similarity_stage_fits_the_gate_for_its_false_abstention_without_an_lm_c
     assert stage["abstention_unanswerable"] == 0.8 and stage["false_abstention"] == pytest.approx(0.2)
     assert stage["embedder"] == "emb-a" and stage["cost"]["lm_calls"] == 0 and engine.calls == []
     assert program.thresholds.similarity == report["thresholds"]["similarity"]
+
+
+def test_calibrating_over_another_embedder_keeps_the_gate_and_stores_a_set_for_it(tmp_path):
+    lm, engine = scripted_lm({})
+    program = SelfRAG(SimilarityRetriever(KB), config=ProgramSettings(retrieve_rules=False), generator_lm=lm,
+                      adapter=dspy.JSONAdapter())
+    start = Thresholds(similarity=0.3, similarity_embedder="emb-other", stated=0.45, stated_similarity_weight=0.5,
+                       answer=0.4)
+    program.compiled_thresholds = start
+    report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, similarity=10, stated=0,
+                       answer=0, similarity_false_abstention=0.2, out_dir=tmp_path)
+    th = report["thresholds"]
+    # the other embedder's gate, weight and stated threshold are untouched; emb-a's fit is stored for emb-a
+    assert (th["similarity"], th["similarity_embedder"], th["stated"], th["stated_similarity_weight"]) == (
+        0.3, "emb-other", 0.45, 0.5)
+    own = th["by_embedder"]["emb-a"]
+    assert 0.4 < own["similarity"] <= 0.6 and own["stated_similarity_weight"] == 0.0 and own["stated"] == 0.45
+    assert program.compiled_thresholds == Thresholds(**th) and program.gate_threshold == own["similarity"]
+    assert engine.calls == []
+    # a second run over emb-a starts from its own set and replaces it
+    report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, similarity=10, stated=0,
+                       answer=0, similarity_false_abstention=0.0, out_dir=tmp_path)
+    assert report["thresholds"]["similarity"] == 0.3
+    assert report["thresholds"]["by_embedder"]["emb-a"]["similarity"] < own["similarity"]
 
 
 def test_similarity_stage_keeps_the_gate_off_for_a_retriever_that_names_no_embedder():

@@ -7,7 +7,8 @@ from programs.artifacts import load_state_into, save_artifact
 from programs.retriever_calls import retriever_embedder
 from programs.selfrag import SelfRAG
 from programs.settings import ProgramSettings
-from programs.thresholds import Thresholds, similarity_gate, too_dissimilar, top_similarity
+from programs.thresholds import Thresholds, similarity_gate, thresholds_for, too_dissimilar, top_similarity
+from programs.thresholds import with_embedder_set
 from tests.fakes import FakeWeb, ListRetriever, passage, scripted_lm
 from tests.programs.test_selfrag_soft import GOOD as SOFT_GOOD, KB, QUESTION
 
@@ -131,3 +132,41 @@ def test_routing_functions():
         Thresholds(similarity=1.5)
     assert retriever_embedder(SimilarityRetriever([], lambda q: 0.1)) == "emb-a"
     assert retriever_embedder(ListRetriever([])) is None
+
+
+def per_embedder_thresholds():
+    return Thresholds(similarity=0.5, similarity_embedder="emb-a", stated=0.4, stated_similarity_weight=0.3,
+                      by_embedder={"emb-b": {"similarity": 0.8, "stated": 0.6}})
+
+
+def test_a_set_fitted_for_another_embedder_holds_over_that_embedder_only():
+    program, engine = make(lambda q: 0.7, th=per_embedder_thresholds(), embedder_name="emb-b")
+    result = program(question=QUESTION).result  # 0.7 passes emb-a's gate 0.5, not emb-b's own 0.8
+    assert result.abstain_reason == "low_similarity" and engine.roles() == ["retrieve_decision"]
+    th = program.thresholds
+    assert (th.similarity, th.similarity_embedder, th.stated, th.stated_similarity_weight) == (0.8, "emb-b", 0.6, 0.0)
+    program, engine = make(lambda q: 0.7, th=per_embedder_thresholds(), embedder_name="emb-a")
+    assert not program(question=QUESTION).result.abstained and program.thresholds.stated == 0.4
+    program, _ = make(lambda q: 0.1, th=per_embedder_thresholds(), embedder_name="emb-c")  # neither: gate off
+    assert program.gate_threshold == 0.0 and not program(question=QUESTION).result.abstained
+
+
+def test_per_embedder_sets_survive_an_artifact_round_trip(tmp_path):
+    program, _ = make(lambda q: 0.2, th=per_embedder_thresholds())
+    loaded = load_state_into(SelfRAG(ListRetriever([])), save_artifact(program, tmp_path / "a.json"))
+    assert loaded.compiled_thresholds == per_embedder_thresholds()
+    assert loaded.compiled_thresholds.by_embedder["emb-b"].verified is None
+
+
+def test_thresholds_for_and_with_embedder_set():
+    th = per_embedder_thresholds()
+    assert thresholds_for(th, "emb-a") is th and thresholds_for(th, None) is th and thresholds_for(th, "x") is th
+    b = thresholds_for(th, "emb-b")
+    assert (b.similarity, b.stated, b.verified, b.similarity_embedder) == (0.8, 0.6, 1.0, "emb-b")
+    fitted = b.model_copy(update={"similarity": 0.85, "stated_similarity_weight": 0.2, "answer": 0.3})
+    merged = with_embedder_set(th, "emb-b", fitted)
+    assert (merged.similarity, merged.similarity_embedder, merged.stated, merged.answer) == (0.5, "emb-a", 0.4, 0.3)
+    assert merged.by_embedder["emb-b"].model_dump() == {"similarity": 0.85, "stated_similarity_weight": 0.2,
+                                                        "stated": 0.6, "verified": 1.0}
+    with pytest.raises(ValueError):
+        Thresholds(by_embedder={"e": {"similarity": 2.0}})
