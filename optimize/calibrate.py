@@ -42,8 +42,9 @@ and saved with it in the artifact; each stage's dev curve, accuracies and ECE go
 When the program starts from thresholds whose gate is bound to another embedder than its retriever's (an
 English artifact recalibrated over a Chinese collection, or over a re-scoring embedder), that gate stays:
 the embedder-bound thresholds this run fits (gate, w, stated, verified) are stored for the retriever's
-embedder in ``by_embedder`` (:func:`~programs.thresholds.with_embedder_set`); the others (retrieve, relevance,
-answer) are replaced as usual.
+embedder — under ``embedder@language`` when ``language`` is given (``selfrag compile --language``) — in
+``by_embedder`` (:func:`~programs.thresholds.with_embedder_set`); the others (retrieve, relevance, answer) are
+replaced as usual.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ from optimize.calibration import ece, fit_threshold, plot_coverage_accuracy, rel
 from optimize.calibration import coverage_accuracy_curve, evaluate_threshold, fit_min_precision
 from optimize.calibration import fit_joint_thresholds
 from programs.retriever_calls import retriever_embedder
-from programs.thresholds import Thresholds, stated_score, thresholds_for, too_dissimilar, with_embedder_set
+from programs.thresholds import Thresholds, embedder_key, stated_score, thresholds_for, too_dissimilar
+from programs.thresholds import with_embedder_set
 from programs.types import Passage, Usage
 
 SplitLoader = Callable[[str, str], Sequence[Any]]
@@ -303,7 +305,7 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
               similarity_false_abstention: float = DEFAULT_SIMILARITY_FALSE_ABSTENTION,
               verified_precision: float | None = DEFAULT_VERIFIED_PRECISION,
               out_dir: Path | None = None, answer_examples: Sequence[Any] | None = None,
-              reporter: Any = None) -> dict[str, Any]:
+              reporter: Any = None, language: str | None = None) -> dict[str, Any]:
     """Fit the thresholds in order (each later stage runs with the earlier fitted ones: the answer stage
     with the fitted relevance and stated thresholds) and set them on ``program.compiled_thresholds``.
     Returns the manifest section.
@@ -317,8 +319,9 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
     embedder = retriever_embedder(getattr(program, "retriever", None))
     # A gate already bound to another embedder stays; this run's embedder-bound fits go to by_embedder[embedder].
     other_set = bool(embedder) and start.similarity > 0.0 and start.similarity_embedder not in ("", embedder)
-    fitted, sections, total = thresholds_for(start, embedder), {}, Usage()
-    if other_set and embedder not in start.by_embedder:  # nothing fitted on this scale yet: no gate, no w
+    key = embedder_key(embedder, language) if embedder else ""
+    fitted, sections, total = thresholds_for(start, embedder, language), {}, Usage()
+    if other_set and key not in start.by_embedder:  # nothing fitted on this scale yet: no gate, no w
         fitted = start.model_copy(update={"similarity": 0.0, "stated_similarity_weight": 0.0,
                                           "similarity_embedder": embedder})
     if not getattr(getattr(program, "config", None), "answer_check", False):
@@ -358,6 +361,6 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
         sections[name] = rep
         total = total.add(usage)
     if other_set:
-        fitted = with_embedder_set(start, embedder, fitted)
+        fitted = with_embedder_set(start, key, fitted)
         program.compiled_thresholds = fitted
     return {"split": split, "thresholds": fitted.model_dump(), "stages": sections, "cost": total.model_dump()}

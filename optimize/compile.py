@@ -205,7 +205,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
             calibration = calibrate(program, loader=loader, out_dir=out_dir / f"{name}.calibration",
                                     answer_objective=answer_objective, answer_examples=answer_examples,
                                     verified_precision=verified_precision, reporter=reporter,
-                                    similarity_false_abstention=similarity_false_abstention, **sizes)
+                                    similarity_false_abstention=similarity_false_abstention, language=language,
+                                    **sizes)
     seconds = round(time.perf_counter() - start, 2)
 
     manifest = build_manifest(program, settings, optimizer=optimizer, budget=budget, params=params, stages=stages,

@@ -22,7 +22,7 @@ import dspy
 from programs.batch_grading import parse_batch_verdicts
 from programs.failures import deciding_failure, web_passages_used
 from programs.judging import field_labels, record_soft, soft_items, soft_of, text_logprob
-from programs.language import abstain_answer
+from programs.language import abstain_answer, question_language
 from programs.passages import cited_passages, citation, format_passages, passage_ref
 from programs.retriever_calls import query_warning, retriever_embedder
 from programs.scoring import Candidate
@@ -34,6 +34,9 @@ from programs.web_budget import WebBudget
 
 T = TypeVar("T")
 R = TypeVar("R")
+# The language of the question the program is answering in this context (thread / task): set by
+# RAGModule._question at the start of every forward, read by RAGModule.thresholds.
+_QUESTION_LANGUAGE: contextvars.ContextVar[str | None] = contextvars.ContextVar("question_language", default=None)
 
 BATCH_TOKENS_BASE, BATCH_TOKENS_PER_PASSAGE = 16, 32  # completion-token cap of a batched grading call
 
@@ -111,9 +114,11 @@ class RAGModule(dspy.Module):
     @property
     def thresholds(self) -> Thresholds:
         """The decision thresholds in force: each set in the settings wins, else the compiled
-        artifact's (its calibrate stage; the set for the retriever's embedder: :func:`thresholds_for`), else
+        artifact's (its calibrate stage; the set for the retriever's embedder and the language of the question
+        being answered: :func:`thresholds_for`), else
         :class:`Thresholds`' defaults."""
-        base = thresholds_for(self.compiled_thresholds or Thresholds(), retriever_embedder(self.retriever))
+        base = thresholds_for(self.compiled_thresholds or Thresholds(), retriever_embedder(self.retriever),
+                              _QUESTION_LANGUAGE.get())
         cfg = self.config
         overrides = {name: value for name, value in (("retrieve", cfg.retrieve_threshold),
                                                      ("relevance", cfg.relevance_threshold),
@@ -149,6 +154,7 @@ class RAGModule(dspy.Module):
         if len(question) > limit:
             raise ValueError(f"the question is {len(question)} characters long; the limit is {limit} "
                              "(program.max_question_chars)")
+        _QUESTION_LANGUAGE.set(question_language(question))  # which per-language thresholds hold (this context)
         return question
 
     def _map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:

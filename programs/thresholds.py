@@ -82,8 +82,9 @@ class Thresholds(BaseModel):
                                          "similarity, compared with the stated threshold (bound to "
                                          "similarity_embedder like the gate; 0 = P(stated) alone)")
     by_embedder: dict[str, EmbedderThresholds] = Field(
-        default_factory=dict, description="embedder name -> its own gate, w, stated and verified thresholds, "
-                                          "in force over a retriever with that embedder (not similarity_embedder)")
+        default_factory=dict, description="embedder name, or name@language (e5-small@zh) -> its own gate, w, "
+                                          "stated and verified thresholds, in force over a retriever with that "
+                                          "embedder (not similarity_embedder), for questions in that language")
 
 
 ABSTAIN_REASONS: dict[str, str] = {
@@ -106,25 +107,37 @@ ABSTAIN_REASONS: dict[str, str] = {
 """What each abstain reason means (shown by ``ask``)."""
 
 
-def thresholds_for(th: Thresholds, embedder: str | None) -> Thresholds:
-    """The thresholds in force over a retriever whose embedder is ``embedder``: ``th`` itself when its gate is
-    bound to that embedder (or to none), else, when ``th.by_embedder`` holds a set for it, ``th`` with that
-    set's values as its own (``similarity_embedder`` = ``embedder``), else ``th`` (its gate and w then stay off
-    over this embedder: :func:`similarity_gate`)."""
-    if th.similarity_embedder in ("", embedder) or embedder is None or embedder not in th.by_embedder:
+def embedder_key(embedder: str, language: str | None = None) -> str:
+    """The :attr:`Thresholds.by_embedder` key of a set fitted over ``embedder`` on questions in ``language``
+    (``"e5-small@zh"``; the embedder alone when the set holds for any language)."""
+    return f"{embedder}@{language}" if language else embedder
+
+
+def thresholds_for(th: Thresholds, embedder: str | None, language: str | None = None) -> Thresholds:
+    """The thresholds in force over a retriever whose embedder is ``embedder``, for a question in ``language``:
+    ``th`` itself when its gate is bound to that embedder (or to none), else the set ``th.by_embedder`` holds
+    for ``embedder@language`` or else for ``embedder`` — ``th`` with that set's values as its own
+    (``similarity_embedder`` = ``embedder``) — else ``th`` (its gate and w then stay off over this embedder:
+    :func:`similarity_gate`). Cosines of one embedder sit on another scale in another language (Chinese
+    question–passage pairs score higher on e5's), hence sets per language."""
+    if th.similarity_embedder in ("", embedder) or embedder is None:
         return th
-    own = th.by_embedder[embedder]
+    key = next((k for k in (embedder_key(embedder, language), embedder) if k in th.by_embedder), None)
+    if key is None:
+        return th
+    own = th.by_embedder[key]
     update = {name: getattr(own, name) for name in EMBEDDER_BOUND if getattr(own, name) is not None}
     return th.model_copy(update={**update, "similarity_embedder": embedder})
 
 
-def with_embedder_set(base: Thresholds, embedder: str, fitted: Thresholds) -> Thresholds:
-    """``base`` keeping its own embedder-bound thresholds, with ``fitted``'s (calibrated over ``embedder``)
-    stored as ``by_embedder[embedder]`` and ``fitted``'s other thresholds (retrieve, relevance, answer) taken."""
+def with_embedder_set(base: Thresholds, key: str, fitted: Thresholds) -> Thresholds:
+    """``base`` keeping its own embedder-bound thresholds, with ``fitted``'s (calibrated over an embedder:
+    ``key`` from :func:`embedder_key`) stored as ``by_embedder[key]`` and ``fitted``'s other thresholds
+    (retrieve, relevance, answer) taken."""
     own = EmbedderThresholds(**{name: getattr(fitted, name) for name in EMBEDDER_BOUND})
     rest = {name: getattr(fitted, name) for name in type(fitted).model_fields
             if name not in (*EMBEDDER_BOUND, "similarity_embedder", "by_embedder")}
-    return base.model_copy(update={**rest, "by_embedder": {**base.by_embedder, embedder: own}})
+    return base.model_copy(update={**rest, "by_embedder": {**base.by_embedder, key: own}})
 
 
 # ---------------------------------------------------------------------- routing on soft scores

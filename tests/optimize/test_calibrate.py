@@ -194,6 +194,12 @@ def test_calibrating_over_another_embedder_keeps_the_gate_and_stores_a_set_for_i
                        answer=0, similarity_false_abstention=0.0, out_dir=tmp_path)
     assert report["thresholds"]["similarity"] == 0.3
     assert report["thresholds"]["by_embedder"]["emb-a"]["similarity"] < own["similarity"]
+    # with a language, the set is stored for the embedder in that language only
+    program.compiled_thresholds = start
+    report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, similarity=10, stated=0,
+                       answer=0, similarity_false_abstention=0.2, out_dir=tmp_path, language="zh")
+    assert list(report["thresholds"]["by_embedder"]) == ["emb-a@zh"]
+    assert report["thresholds"]["by_embedder"]["emb-a@zh"]["similarity"] == own["similarity"]
 
 
 def test_similarity_stage_keeps_the_gate_off_for_a_retriever_that_names_no_embedder():

@@ -8,7 +8,7 @@ from programs.retriever_calls import retriever_embedder
 from programs.selfrag import SelfRAG
 from programs.settings import ProgramSettings
 from programs.thresholds import Thresholds, similarity_gate, thresholds_for, too_dissimilar, top_similarity
-from programs.thresholds import with_embedder_set
+from programs.thresholds import embedder_key, with_embedder_set
 from tests.fakes import FakeWeb, ListRetriever, passage, scripted_lm
 from tests.programs.test_selfrag_soft import GOOD as SOFT_GOOD, KB, QUESTION
 
@@ -170,3 +170,16 @@ def test_thresholds_for_and_with_embedder_set():
                                                         "stated": 0.6, "verified": 1.0}
     with pytest.raises(ValueError):
         Thresholds(by_embedder={"e": {"similarity": 2.0}})
+
+
+def test_a_set_for_a_language_holds_only_for_questions_in_that_language():
+    th = Thresholds(similarity=0.5, similarity_embedder="emb-a", by_embedder={"emb-b@zh": {"similarity": 0.8}})
+    program, engine = make(lambda q: 0.7, th=th, embedder_name="emb-b")
+    assert not program(question=QUESTION).result.abstained  # an English question: no set for it, gate off
+    result = program(question="齐夫桥是哪一年开通的？").result
+    assert result.abstain_reason == "low_similarity" and program.thresholds.similarity == 0.8
+    assert thresholds_for(th, "emb-b", "en") is th and thresholds_for(th, "emb-b", None) is th
+    both = Thresholds(similarity=0.5, similarity_embedder="emb-a",
+                      by_embedder={"emb-b@zh": {"similarity": 0.8}, "emb-b": {"similarity": 0.6}})
+    assert thresholds_for(both, "emb-b", "zh").similarity == 0.8 and thresholds_for(both, "emb-b", "en").similarity == 0.6
+    assert embedder_key("e5-small", "zh") == "e5-small@zh" and embedder_key("e5-small") == "e5-small"
