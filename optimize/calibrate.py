@@ -43,8 +43,8 @@ When the program starts from thresholds whose gate is bound to another embedder 
 English artifact recalibrated over a Chinese collection, or over a re-scoring embedder), that gate stays:
 the embedder-bound thresholds this run fits (gate, w, stated, verified) are stored for the retriever's
 embedder — under ``embedder@language`` when ``language`` is given (``selfrag compile --language``) — in
-``by_embedder`` (:func:`~programs.thresholds.with_embedder_set`); the others (retrieve, relevance, answer) are
-replaced as usual.
+``by_embedder`` (:func:`~programs.thresholds.with_embedder_set`), their stage reports as ``similarity@KEY`` and
+``stated@KEY``; the others (retrieve, relevance, answer) are replaced as usual.
 """
 
 from __future__ import annotations
@@ -363,4 +363,7 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
     if other_set:
         fitted = with_embedder_set(start, key, fitted)
         program.compiled_thresholds = fitted
+        # the reports of the set's stages are its own: a manifest merge keeps the main set's beside them
+        sections = {(f"{name}@{key}" if name in ("similarity", "stated") else name): rep
+                    for name, rep in sections.items()}
     return {"split": split, "thresholds": fitted.model_dump(), "stages": sections, "cost": total.model_dump()}

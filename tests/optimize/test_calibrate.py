@@ -188,6 +188,7 @@ def test_calibrating_over_another_embedder_keeps_the_gate_and_stores_a_set_for_i
     own = th["by_embedder"]["emb-a"]
     assert 0.4 < own["similarity"] <= 0.6 and own["stated_similarity_weight"] == 0.0 and own["stated"] == 0.45
     assert program.compiled_thresholds == Thresholds(**th) and program.gate_threshold == own["similarity"]
+    assert list(report["stages"]) == ["similarity@emb-a"]  # the set's report, beside the main set's in a manifest
     assert engine.calls == []
     # a second run over emb-a starts from its own set and replaces it
     report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, similarity=10, stated=0,
