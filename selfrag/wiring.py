@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from selfrag import paths
-from selfrag.settings import Settings
+from selfrag.settings import AUTO_EMBEDDER, Settings
 
 if TYPE_CHECKING:  # heavy imports stay out of CLI start-up
     import dspy
@@ -73,16 +73,20 @@ def build_retriever(settings: Settings, kb: KnowledgeBase, mode: str | None = No
 def rescored(settings: Settings, retriever: Retriever) -> Retriever:
     """``retriever`` with its passages' similarity re-scored by ``retrieval.similarity_embedder`` when one is
     set (:class:`selfrag.kb.rescore.RescoredRetriever`; the embedder is loaded once per process). ``"auto"``:
-    e5-small over the multilingual collections (embedded with use-m3), nothing over the others; the
-    embedder then loads at the first re-scoring."""
+    e5-small over the multilingual collections (embedded with use-m3), nothing over the others (a collection
+    whose embedder is not chosen yet is wrapped and decides at each query); the embedder then loads at the
+    first re-scoring."""
     name = settings.retrieval.similarity_embedder
     if not name:
         return retriever
     from selfrag.errors import ConfigError
+    from programs.retriever_calls import retriever_embedder
     from selfrag.kb.auto_embedder import MULTILINGUAL_EMBEDDER
     from selfrag.kb.rescore import RescoredRetriever
 
     if name == AUTO_SIMILARITY:
+        if retriever_embedder(retriever) not in (MULTILINGUAL_EMBEDDER, AUTO_EMBEDDER):
+            return retriever  # an English collection, or an index naming no embedder: nothing to re-score
         return RescoredRetriever(retriever, functools.partial(_rescore_embedder, AUTO_RESCORER),
                                  over=frozenset({MULTILINGUAL_EMBEDDER}))
     try:

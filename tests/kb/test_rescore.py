@@ -136,17 +136,27 @@ def test_with_over_it_rescores_only_over_those_embedders_and_loads_the_embedder_
     assert made == [1]  # loaded once
 
 
-def test_auto_wraps_every_collection_and_rescores_only_the_multilingual_ones(tmp_path, monkeypatch):
+def test_auto_rescores_only_the_multilingual_collections(tmp_path, monkeypatch):
     from selfrag import wiring
     from selfrag.settings import resolve
 
     loaded = []
     monkeypatch.setattr(wiring, "_rescore_embedder", lambda name: loaded.append(name) or CountingEmbedder())
-    settings = resolve({"kb": {"path": str(tmp_path / "kb"), "embedding_model": "hash"},
-                        "retrieval": {"similarity_embedder": "auto"}})
-    retriever = wiring.build_retriever(settings, wiring.build_knowledge_base(settings))
-    assert isinstance(retriever, RescoredRetriever) and retriever.over == frozenset({"use-m3"})
-    assert not retriever.active and retriever.embedder_name == retriever.inner.embedder_name
-    assert retriever.embedder_name.startswith("hash")
-    retriever.retrieve("anything", k=2)
-    assert loaded == []  # a hash (not multilingual) collection: nothing re-scored, e5 never loaded
+    settings = resolve({"kb": {"path": str(tmp_path / "kb"), "embedding_model": "hash"}})
+    assert settings.retrieval.similarity_embedder == "auto"  # the default
+    english = wiring.build_retriever(settings, wiring.build_knowledge_base(settings))
+    assert not isinstance(english, RescoredRetriever)  # a single-scale collection is left as it is
+    chinese_inner = Inner()
+    chinese_inner.embedder_name = "use-m3"
+    chinese = wiring.rescored(settings, chinese_inner)
+    assert isinstance(chinese, RescoredRetriever) and chinese.over == frozenset({"use-m3"}) and loaded == []
+    assert chinese.retrieve("battery size", k=2)[1].similarity == pytest.approx(1.0)
+    assert loaded == ["e5-small"] and chinese.embedder_name == "counting"
+    undecided = Inner()
+    undecided.embedder_name = "auto"  # an empty collection whose embedder auto has not chosen yet
+    wrapped = wiring.rescored(settings, undecided)
+    assert isinstance(wrapped, RescoredRetriever) and not wrapped.active
+    assert [p.similarity for p in wrapped.retrieve("battery size", k=2)] == [0.9, 0.2]
+    unnamed = Inner()
+    unnamed.embedder_name = None  # e.g. an index retriever: no scale to re-score
+    assert wiring.rescored(settings, unnamed) is unnamed
