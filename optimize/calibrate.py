@@ -320,10 +320,12 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
     # A gate already bound to another embedder stays; this run's embedder-bound fits go to by_embedder[embedder].
     other_set = bool(embedder) and start.similarity > 0.0 and start.similarity_embedder not in ("", embedder)
     key = embedder_key(embedder, language) if embedder else ""
-    fitted, sections, total = thresholds_for(start, embedder, language), {}, Usage()
     if other_set and key not in start.by_embedder:  # nothing fitted on this scale yet: no gate, no w
         fitted = start.model_copy(update={"similarity": 0.0, "stated_similarity_weight": 0.0,
                                           "similarity_embedder": embedder})
+    else:
+        fitted = thresholds_for(start, embedder, language)
+    sections, total = {}, Usage()
     if not getattr(getattr(program, "config", None), "answer_check", False):
         stated = 0
     steps = [("retrieve", retrieve), ("relevance", relevance), ("similarity", similarity), ("stated", stated),

@@ -88,7 +88,7 @@ def rescored(settings: Settings, retriever: Retriever) -> Retriever:
         if retriever_embedder(retriever) not in (MULTILINGUAL_EMBEDDER, AUTO_EMBEDDER):
             return retriever  # an English collection, or an index naming no embedder: nothing to re-score
         return RescoredRetriever(retriever, functools.partial(_rescore_embedder, AUTO_RESCORER),
-                                 over=frozenset({MULTILINGUAL_EMBEDDER}))
+                                 over=frozenset({MULTILINGUAL_EMBEDDER}), name=AUTO_RESCORER)
     try:
         return RescoredRetriever(retriever, _rescore_embedder(name))
     except ConfigError as exc:  # the embedder factory names kb.embedding_model; this is another setting

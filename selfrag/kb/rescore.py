@@ -28,11 +28,12 @@ from programs.types import Passage
 
 class RescoredRetriever:
     def __init__(self, inner: Any, embedder: Embedder | Callable[[], Embedder], cache_size: int = 4096,
-                 over: frozenset[str] | None = None):
+                 over: frozenset[str] | None = None, name: str | None = None):
         if cache_size < 0:
             raise ValueError(f"cache_size must be >= 0, got {cache_size!r}")
         self.inner = inner
         self._embedder = embedder  # or a factory, called at the first re-scoring (a model load takes seconds)
+        self._name = name  # the factory's embedder name, so declaring the scale does not load the model
         self.cache_size = cache_size
         self.over = over
         self._cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
@@ -50,7 +51,10 @@ class RescoredRetriever:
 
     @property
     def embedder_name(self) -> str | None:
-        return str(self.embedder.name) if self.active else retriever_embedder(self.inner)
+        if not self.active:
+            return retriever_embedder(self.inner)
+        loaded = hasattr(self._embedder, "embed")
+        return str(self.embedder.name) if loaded or not self._name else self._name  # no load just for the name
 
     def query_warning(self, query: str) -> str | None:
         return query_warning(self.inner, query)

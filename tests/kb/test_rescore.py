@@ -160,3 +160,14 @@ def test_auto_rescores_only_the_multilingual_collections(tmp_path, monkeypatch):
     unnamed = Inner()
     unnamed.embedder_name = None  # e.g. an index retriever: no scale to re-score
     assert wiring.rescored(settings, unnamed) is unnamed
+
+
+def test_a_named_factory_declares_its_scale_without_loading_the_model():
+    made = []
+    inner = Inner()
+    inner.embedder_name = "use-m3"
+    lazy = RescoredRetriever(inner, lambda: made.append(1) or CountingEmbedder(), over=frozenset({"use-m3"}),
+                             name="counting")
+    assert lazy.embedder_name == "counting" and made == []
+    lazy.retrieve("battery", k=1)
+    assert made == [1]
