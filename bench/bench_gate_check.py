@@ -1,9 +1,11 @@
 """The similarity gate and the answer check, fitted alone, in sequence, or jointly: which abstains most?
 
-    .venv/bin/python bench/bench_gate_check.py MANIFEST [--run RUN_ID] [--reports reports]
-                                               [--max-false-abstention 0.1] [--confidence 0.9 ...]
+    .venv/bin/python bench/bench_gate_check.py MANIFEST [MANIFEST ...] [--stage stated] [--run RUN_ID]
+                                               [--reports reports] [--max-false-abstention 0.1]
+                                               [--confidence 0.9 ...]
 
-MANIFEST is a compile manifest whose ``stated`` calibration stage recorded ``rows`` (each question's
+MANIFEST is a compile manifest (several: their rows pooled) whose ``stated`` calibration stage (``--stage
+stated@KEY`` for a per-embedder set) recorded ``rows`` (each question's
 P(stated) without the gate, its first retrieval's top dense similarity and whether it is answerable;
 ``selfrag compile --calibrate --cal-stated N``). Each rule is fitted on those rows for the most
 abstention on unanswerable questions at false abstention ≤ the bound:
@@ -20,6 +22,9 @@ With ``--confidence C`` (repeatable), the weighted rule is fitted again with the
 upper confidence bound at C held under the bound instead of the rate itself (``selfrag compile
 --answer-objective max-false-abstention=X@C``): the margin against fitting to the calibration sample.
 
+The weighted rule is also cross-validated on the rows (fitted on four fifths, applied to the fifth left out,
+over five shuffles): the estimate for new questions that ``calibrate`` records as ``cross_validated``.
+
 With ``--run``, the fitted rules are replayed on the first-round signals of that eval run's compiled
 program (out of sample; a question whose first round the gate stopped has no P(stated): counted as 0).
 A question without P(stated) (nothing relevant, a failed check) counts as 0 everywhere. No LM.
@@ -33,7 +38,7 @@ from pathlib import Path
 
 from bench_answerability import SIGNALS  # the same first-round signals the answerability bench reads
 
-from optimize.calibrate import fit_gate_and_check
+from optimize.gate_check import cross_validate_gate_and_check, fit_gate_and_check
 from programs.thresholds import stated_score
 
 Rows = list[tuple[float, float, bool]]  # (P(stated), top similarity, answerable)
@@ -79,13 +84,19 @@ def fit_rules(rows: Rows, gate: float, bound: float, confidences: tuple[float, .
     return out
 
 
-def manifest_rows(path: Path) -> tuple[Rows, float]:
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    rows = manifest["calibration"]["stages"]["stated"].get("rows")
-    if not rows:
-        raise SystemExit(f"{path}: its stated calibration stage recorded no rows (recalibrate with --cal-stated N)")
-    return ([(r["p_stated"] or 0.0, r["top_similarity"] or 0.0, bool(r["answerable"])) for r in rows],
-            float(manifest["thresholds"].get("similarity", 0.0)))
+def manifest_rows(paths: list[Path], stage: str = "stated") -> tuple[Rows, float]:
+    """The rows the manifests' ``stage`` recorded, pooled, and the first manifest's compiled gate."""
+    rows = []
+    for path in paths:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        recorded = (manifest["calibration"]["stages"].get(stage) or {}).get("rows")
+        if not recorded:
+            raise SystemExit(f"{path}: its {stage} calibration stage recorded no rows (recalibrate with --cal-stated N)")
+        rows += [(r["p_stated"] or 0.0, r["top_similarity"] or 0.0, bool(r["answerable"])) for r in recorded]
+    first = json.loads(paths[0].read_text(encoding="utf-8"))["calibration"]["thresholds"]
+    key = stage.partition("@")[2]
+    gate = (first.get("by_embedder", {}).get(key) or {}).get("similarity", 0.0) if key else first.get("similarity", 0.0)
+    return rows, float(gate)
 
 
 def run_rows(reports: Path, run_id: str) -> Rows:
@@ -100,14 +111,15 @@ def run_rows(reports: Path, run_id: str) -> Rows:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("manifest", type=Path)
+    ap.add_argument("manifest", type=Path, nargs="+", help="compile manifests; their rows are pooled")
+    ap.add_argument("--stage", default="stated", help="the stated stage to read (stated@KEY for a per-embedder set)")
     ap.add_argument("--run", default=None)
     ap.add_argument("--reports", type=Path, default=Path("reports"))
     ap.add_argument("--max-false-abstention", type=float, default=0.1)
     ap.add_argument("--confidence", type=float, action="append", default=[],
                     help="also fit the weighted rule on the false abstention's upper confidence bound at this level")
     args = ap.parse_args()
-    train, gate = manifest_rows(args.manifest)
+    train, gate = manifest_rows(args.manifest, args.stage)
     dev = run_rows(args.reports, args.run) if args.run else []
     print(f"fitted on {len(train)} calibration questions at false abstention ≤ {args.max_false_abstention}"
           + (f"; replayed on run {args.run} ({len(dev)} questions)" if dev else ""))
@@ -119,6 +131,21 @@ def main() -> None:
         dv = _point(dev, s, t, w) if dev else None
         print(f"| {name} | {s:.3f} | {t:.3f} | {w:.3f} | {tr[0]:.2f} | {tr[1]:.2f} | "
               + (f"{dv[0]:.2f} | {dv[1]:.2f} |" if dv else "— | — |"))
+    checked = [{"p_stated": p, "top_similarity": sim, "answerable": a} for p, sim, a in train]
+    print("\nThe weighted rule fitted on k − 1 folds of the calibration rows, applied to the fold left out (5 folds, "
+          "5 shuffles; calibrate's `cross_validated`):")
+    print("| objective | abstention | false abst. | abstention range | false abst. range |")
+    print("|---|---:|---:|---:|---:|")
+    for confidence in (None, *args.confidence):
+        objective = (("max_false_abstention", args.max_false_abstention) if confidence is None
+                     else ("max_false_abstention", args.max_false_abstention, confidence))
+        cv = cross_validate_gate_and_check(checked, objective)
+        if cv:
+            print(f"| false abstention ≤ {args.max_false_abstention:g}"
+                  + (f" (upper bound at {confidence:g})" if confidence else "")
+                  + f" | {cv['abstention_unanswerable']:.2f} | {cv['false_abstention']:.2f} | "
+                  f"{cv['abstention_range'][0]:.2f}–{cv['abstention_range'][1]:.2f} | "
+                  f"{cv['false_abstention_range'][0]:.2f}–{cv['false_abstention_range'][1]:.2f} |")
 
 
 if __name__ == "__main__":

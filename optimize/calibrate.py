@@ -53,14 +53,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from sklearn.linear_model import LogisticRegression
-
 from optimize import metrics as M
 from optimize.eval_examples import balanced
 from optimize.calibration import ece, fit_threshold, plot_coverage_accuracy, reliability_diagram
 from optimize.calibration import coverage_accuracy_curve, evaluate_threshold, fit_min_precision
-from optimize.calibration import fit_joint_thresholds
+from optimize.gate_check import StatedRows, cross_validate_gate_and_check, fit_gate_and_check
 from programs.retriever_calls import retriever_embedder
 from programs.thresholds import Thresholds, embedder_key, stated_score, thresholds_for, too_dissimilar
 from programs.thresholds import with_embedder_set
@@ -206,38 +203,9 @@ def _stated_scores(rows: list[dict[str, Any]], gate: float, weight: float = 0.0
     return probs, scores, labels, not_checked, gated
 
 
-def _similarity_weight(ps: list[float], sims: list[float], labels: list[bool]) -> tuple[float, dict[str, float]]:
-    """The similarity's weight w in the check's score (1 − w)·P(stated) + w·similarity: the ratio of the two
-    coefficients of a logistic regression of "answerable" on both (0 when either does not point the right
-    way: then P(stated) alone), with the regression."""
-    model = LogisticRegression().fit(np.column_stack([ps, sims]), labels)
-    a, b = (float(c) for c in model.coef_[0])
-    weight = round(b / (a + b), 4) if a > 0 and b > 0 else 0.0
-    return weight, {"coef_p_stated": round(a, 4), "coef_similarity": round(b, 4),
-                    "intercept": round(float(model.intercept_[0]), 4)}
-
-
-def fit_gate_and_check(rows: list[dict[str, Any]], objective: Any) -> dict[str, Any] | None:
-    """The check's score weight (:func:`_similarity_weight`), then the similarity gate and the check's
-    threshold on that score fitted together on ``rows`` (a question the check does not decide counts as
-    abstained; one without a similarity is never gated and scored on P(stated) alone), or None when the
-    rows cannot decide (fewer than 4, one class)."""
-    labels = [r["answerable"] for r in rows]
-    if len(rows) < 4 or len(set(labels)) < 2:
-        return None
-    sims = [1.0 if r["top_similarity"] is None else min(1.0, max(0.0, r["top_similarity"])) for r in rows]
-    ps = [r["p_stated"] or 0.0 for r in rows]
-    weight, regression = _similarity_weight(ps, sims, labels)
-    scores = [stated_score(p, r["top_similarity"], weight) for p, r in zip(ps, rows)]
-    fit = fit_joint_thresholds(sims, scores, labels, objective)
-    return {"similarity": fit.first, "stated": fit.second, "stated_similarity_weight": weight,
-            "logistic_regression": regression, "objective": fit.objective, "rules": fit.rules,
-            "accuracy": round(fit.point.accuracy, 4), "false_abstention": round(fit.point.false_abstention, 4),
-            "abstention_unanswerable": round(1.0 - fit.point.false_acceptance, 4)}
-
-
 def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_dir: Path | None,
-                     verified_precision: float | None = DEFAULT_VERIFIED_PRECISION) -> tuple[float, dict, Usage]:
+                     verified_precision: float | None = DEFAULT_VERIFIED_PRECISION,
+                     recorded: list[dict[str, Any]] | None = None) -> tuple[float, dict, Usage]:
     """P(stated) of the answer check on each question's first-round passages vs. whether it is answerable.
     With the similarity gate on, the check's score mixes P(stated) with the top similarity (weight from a
     logistic regression) and the gate and the check's threshold are fitted together (``report["joint"]``:
@@ -245,9 +213,12 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
     the weight ``report["joint"]["stated_similarity_weight"]``), else the check alone on P(stated).
     With ``verified_precision``, the same P(stated) also fit the ``verified`` threshold (``report["verified"]``):
     the lowest P(stated) above which at least that share of the questions is answerable (≥ 3 of them),
-    i.e. where the check is sure enough to stand in for the support judge; none found = never skip."""
-    usage, rows = Usage(), []
-    for ex in examples:
+    i.e. where the check is sure enough to stand in for the support judge; none found = never skip.
+    ``recorded``: rows of earlier calibrations (:func:`~optimize.gate_check.rows_from_manifests`) to fit on
+    instead of checking ``examples`` (no LM call). The joint fit is also cross-validated on the rows
+    (``report["joint"]["cross_validated"]``: the estimate for new questions)."""
+    usage, rows = Usage(), list(recorded or [])
+    for ex in examples if recorded is None else ():
         question, answerable = str(M.field_value(ex, "question")), bool(M.field_value(ex, "answerable", True))
         p, top, tracer = program.first_round_signals(question)  # checked even below the gate: the rows hold
                                                                 # both signals for the joint fit
@@ -259,6 +230,7 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
     weight = 0.0 if joint is None else joint["stated_similarity_weight"]
     if joint is not None:
         gate = joint["similarity"]
+        joint["cross_validated"] = cross_validate_gate_and_check(rows, objective)
     probs, scores, labels, no_relevant, gated = _stated_scores(rows, gate, weight)
     threshold, report = _fit("stated", scores, labels, objective, out_dir, Thresholds().stated)
     if joint is not None:  # the check alone behind the joint gate would take ``threshold_given_gate``
@@ -266,7 +238,11 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
         threshold = report["threshold"] = joint["stated"]
         if "accuracy_fitted" in report:  # of the joint rule, on the questions the check decides
             report["accuracy_fitted"] = round(evaluate_threshold(scores, labels, threshold).accuracy, 4)
-    report["questions"], report["not_checked"], report["similarity_gated"] = len(examples), no_relevant, gated
+    report["questions"] = len(rows)
+    report["not_checked"], report["similarity_gated"] = no_relevant, gated
+    report["embedder"] = retriever_embedder(getattr(program, "retriever", None)) or ""
+    if recorded is not None:
+        report["rows_recorded"] = len(recorded)  # fitted on earlier calibrations' rows, no check call
     report["rows"] = rows  # per question: P(stated) without the gate, the top dense similarity, the label
     if verified_precision is not None and probs and len(set(labels)) == 2:
         verified, curve = fit_min_precision(probs, labels, verified_precision)
@@ -305,7 +281,8 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
               similarity_false_abstention: float = DEFAULT_SIMILARITY_FALSE_ABSTENTION,
               verified_precision: float | None = DEFAULT_VERIFIED_PRECISION,
               out_dir: Path | None = None, answer_examples: Sequence[Any] | None = None,
-              reporter: Any = None, language: str | None = None) -> dict[str, Any]:
+              reporter: Any = None, language: str | None = None,
+              stated_rows: StatedRows | None = None) -> dict[str, Any]:
     """Fit the thresholds in order (each later stage runs with the earlier fitted ones: the answer stage
     with the fitted relevance and stated thresholds) and set them on ``program.compiled_thresholds``.
     Returns the manifest section.
@@ -313,7 +290,10 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
     from, e.g. ``selfrag compile --from``), else the default. ``answer_examples`` overrides
     the ``qa_en`` examples of the stated and answer stages (already balanced / limited by the caller).
     The stated stage is skipped for a program without the answer check (``config.answer_check``); it
-    also fits ``verified`` unless ``verified_precision`` is None (then ``verified`` stays as it was)."""
+    also fits ``verified`` unless ``verified_precision`` is None (then ``verified`` stays as it was).
+    ``stated_rows`` (:func:`~optimize.gate_check.rows_from_manifests`): the stated stage fits on the rows
+    earlier calibrations recorded for this embedder (its stage name, ``stated`` or ``stated@KEY``), pooled,
+    instead of checking questions — whatever ``stated`` says, no LM call."""
     out_dir = Path(out_dir) if out_dir is not None else None
     start = getattr(program, "compiled_thresholds", None) or Thresholds()
     embedder = retriever_embedder(getattr(program, "retriever", None))
@@ -326,6 +306,8 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
     else:
         fitted = thresholds_for(start, embedder, language)
     sections, total = {}, Usage()
+    if stated_rows is not None:
+        stated = stated or 1  # the stage runs on the recorded rows
     if not getattr(getattr(program, "config", None), "answer_check", False):
         stated = 0
     steps = [("retrieve", retrieve), ("relevance", relevance), ("similarity", similarity), ("stated", stated),
@@ -346,7 +328,10 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
             exs = list(answer_examples) if answer_examples is not None else list(loader("qa_en", split))
             exs = exs[:size] if size is not None else exs
             if name == "stated":
-                th, rep, usage = calibrate_stated(program, exs, answer_objective, out_dir, verified_precision)
+                recorded = (None if stated_rows is None
+                            else stated_rows(f"stated@{key}" if other_set else "stated", embedder or ""))
+                th, rep, usage = calibrate_stated(program, exs, answer_objective, out_dir, verified_precision,
+                                                  recorded=recorded)
             else:
                 th, rep, usage = calibrate_answer(program, exs, answer_objective, out_dir)
         update: dict[str, Any] = {name: th}

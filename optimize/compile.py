@@ -110,7 +110,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                     verified_precision: float = DEFAULT_VERIFIED_PRECISION,
                     similarity_false_abstention: float = DEFAULT_SIMILARITY_FALSE_ABSTENTION,
                     teacher_lm: Any = None, language: str = "en",
-                    retriever_of: Callable[[Any], Any] | None = None) -> CompileResult:
+                    retriever_of: Callable[[Any], Any] | None = None, calibrate_split: str = "train",
+                    stated_rows: Sequence[dict] | None = None) -> CompileResult:
     """Compile SelfRAG's judgements (and end to end with ``e2e``) and write the artifact and its manifest.
 
     Args:
@@ -143,6 +144,9 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         teacher_lm: the teacher LM of the bootstrapping optimizers and GEPA's reflection LM.
         language: ``en``, or ``zh``: the Chinese sets (``relevance_zh``..., ``qa_zh``; :func:`optimize.splits.language_loader`)
             and the ``cmrc-qa`` collection for the end-to-end and calibrate stages.
+        calibrate_split: the split the calibrate stages read (``train``; ``dev`` records dev rows).
+        stated_rows: rows of earlier calibrations to fit the stated stage on
+            (:func:`optimize.gate_check.rows_from_manifests`; no check call).
         retriever_of: knowledge base → its retriever for that collection (``selfrag compile`` passes
             ``selfrag.wiring.build_retriever``: the index in ``retrieval.index``); checked before any LM call.
     """
@@ -200,13 +204,13 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
             program.retriever = e2e_retriever(knowledge_base, Path(datasets_dir), reporter, corpus, retriever_of)
         sizes = {"stated": 24, "answer": 24, **calibrate_sizes}
         qa_n = max(sizes["stated"], sizes["answer"])  # the stated and answer stages share balanced qa_en examples
-        answer_examples = balanced(list(loader("qa_en", "train")), qa_n) if qa_n else None
+        answer_examples = balanced(list(loader("qa_en", calibrate_split)), qa_n) if qa_n else None
         with dspy.context(callbacks=[*dspy.settings.get("callbacks", []), meter]):  # the manifest's cost counts it
             calibration = calibrate(program, loader=loader, out_dir=out_dir / f"{name}.calibration",
                                     answer_objective=answer_objective, answer_examples=answer_examples,
                                     verified_precision=verified_precision, reporter=reporter,
                                     similarity_false_abstention=similarity_false_abstention, language=language,
-                                    **sizes)
+                                    split=calibrate_split, stated_rows=stated_rows, **sizes)
     seconds = round(time.perf_counter() - start, 2)
 
     manifest = build_manifest(program, settings, optimizer=optimizer, budget=budget, params=params, stages=stages,
@@ -215,6 +219,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                               teacher=teacher_lm)
     manifest["language"] = language
     if calibration is not None:
+        if stated_rows is not None:
+            calibration["stated_rows_from"] = list(getattr(stated_rows, "sources", []))
         manifest["calibration"] = calibration
         manifest["thresholds"] = calibration["thresholds"]
     if start_from is not None:

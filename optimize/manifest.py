@@ -76,4 +76,9 @@ def summary_rows(manifest: dict[str, Any]) -> list[tuple[str, str, str, str, str
             rows.append(("calibrate gate + check", f"abstention {j['abstention_unanswerable']:.2f} at false "
                          f"abstention {j['false_abstention']:.2f} (similarity {j['similarity']:.3f}, stated "
                          f"{j['stated']:.3f})", str(len(s.get("rows", []))), "", f"{j['accuracy']:.3f}", "", ""))
+            cv = j.get("cross_validated")
+            if cv:  # the same fit on k − 1 folds, applied to the fold left out: the estimate for new questions
+                rows.append(("  out of sample", f"abstention {cv['abstention_unanswerable']:.2f} at false abstention "
+                             f"{cv['false_abstention']:.2f} ({cv['folds']}-fold, {cv['repeats']} shuffles)",
+                             str(cv["n"]), "", "", "", ""))
     return rows

@@ -71,6 +71,12 @@ def compile_cmd(
         "--verified-precision", min=0.0, max=1.0,
         help="Fit the verified threshold (skip the support judge when the answer check is surer) so that this "
              "share of the questions above it is answerable.")] = 0.9,
+    cal_split: Annotated[str, typer.Option(
+        "--cal-split", help="The labelled split the calibrate stages read: train, or dev (e.g. to record dev rows "
+                            "for --stated-rows).")] = "train",
+    stated_rows: Annotated[Optional[list[Path]], typer.Option(
+        "--stated-rows", help="Fit the stated stage (gate + answer check) on the rows these compile manifests "
+                              "recorded, pooled (repeatable; no LM call; --cal-stated is not used).")] = None,
     start_from: Annotated[Optional[Path], typer.Option(
         "--from", help="Start from this compiled artifact (its demos, instructions and thresholds).")] = None,
     parallel: Annotated[int, typer.Option(
@@ -95,6 +101,7 @@ def compile_cmd(
     from optimize.compile_strategy import compile_strategy_program
     from optimize.derived_data import read_manifest
     from optimize.errors import OptimizeError
+    from optimize.gate_check import rows_from_manifests
     from optimize.optimizers import OPTIMIZERS
     from programs.artifacts import ArtifactError
     from selfrag import wiring
@@ -109,6 +116,10 @@ def compile_cmd(
         fail("--language applies to the bundled splits; a --data folder is compiled as it is", 2)
     if parallel < 1:
         fail(f"--parallel must be >= 1, got {parallel}", 2)
+    if cal_split not in ("train", "dev"):
+        fail(f"--cal-split must be train or dev, got {cal_split!r}", 2)
+    if stated_rows and not calibrate:
+        fail("--stated-rows refits the calibrate stage: add --calibrate", 2)
     if teacher is not None and (not teacher.strip() or teacher.strip() == "litellm"):
         fail("--teacher needs a profile (local, tiny), a .gguf path or a LiteLLM model string such as "
              "openai/gpt-4o-mini", 2)
@@ -123,6 +134,7 @@ def compile_cmd(
         check_request(**request, calibrate=calibrate, with_answer=data is not None,  # before any model is loaded
                       program=program)
         data_manifest = read_manifest(data) if data is not None else None
+        recorded_rows = rows_from_manifests(stated_rows) if stated_rows else None
     except OptimizeError as exc:
         fail(str(exc), 2)
     sizes = ({"retrieve": cal_retrieve, "relevance": cal_relevance, "similarity": cal_similarity,
@@ -149,6 +161,7 @@ def compile_cmd(
             if program == "selfrag":
                 result = compile_program(settings, **common, calibrate_sizes=sizes, answer_objective=objective,
                                          verified_precision=verified_precision, retriever=retriever,
+                                         calibrate_split=cal_split, stated_rows=recorded_rows,
                                          similarity_false_abstention=similarity_false_abstention, **request)
             else:  # built as `selfrag eval` builds it, compiled end to end
                 result = compile_strategy_program(

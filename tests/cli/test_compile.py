@@ -41,6 +41,10 @@ def test_cli_compile_writes_the_artifact_and_prints_the_table(cli_lm, tmp_path):
     (["--name", "a/b"], "invalid artifact name"),
     (["--answer-objective", "max-false-abstention=0.1@1.5"], "--answer-objective must be"),
     (["--answer-objective", "max-false-abstention=x@0.9"], "--answer-objective must be"),
+    (["--calibrate", "--cal-split", "test"], "--cal-split must be train or dev, got 'test'"),
+    (["--stated-rows", "x.manifest.json"], "--stated-rows refits the calibrate stage: add --calibrate"),
+    (["--calibrate", "--judgement", "none", "--stated-rows", "nowhere.manifest.json"],
+     "--stated-rows nowhere.manifest.json: cannot read a compile manifest"),
 ])
 def test_cli_bad_values_exit_non_zero(cli_lm, tmp_path, args, message):
     result = runner.invoke(app, ["compile", "--out-dir", str(tmp_path), *args])

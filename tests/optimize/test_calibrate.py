@@ -4,6 +4,8 @@ import dspy
 import pytest
 
 from optimize.calibrate import calibrate
+from optimize.errors import CompileError
+from optimize.gate_check import rows_from_manifests
 from optimize.manifest import summary_rows
 from programs.selfrag import SelfRAG
 from programs.settings import ProgramSettings
@@ -245,6 +247,10 @@ def test_stated_stage_fits_the_gate_and_the_check_together():
     assert f"threshold {joint['stated']:.3f}" in table["calibrate stated"][1]
     assert stated["accuracy_fitted"] == 0.9 and table["calibrate stated"][4] == "0.900"  # the answerable 0.3 is gated
     assert "abstention 1.00 at false abstention 0.20 (similarity 0.500" in table["calibrate gate + check"][1]
+    cv = joint["cross_validated"]  # 5 of each class: 5 folds of one answerable and one unanswerable question
+    assert cv["folds"] == 5 and cv["n"] == 10
+    assert table["  out of sample"][1] == (f"abstention {cv['abstention_unanswerable']:.2f} at false abstention "
+                                           f"{cv['false_abstention']:.2f} (5-fold, 5 shuffles)")
 
 
 def test_stated_stage_fits_the_check_alone_when_the_gate_is_off():
@@ -256,21 +262,38 @@ def test_stated_stage_fits_the_check_alone_when_the_gate_is_off():
     assert "joint" not in stated and stated["similarity_gated"] == 0 and report["thresholds"]["similarity"] == 0.0
 
 
-def test_the_weighted_score_separates_what_two_thresholds_cannot():
-    import random
+def test_stated_stage_refits_on_recorded_rows_without_an_lm_call(tmp_path):
+    from optimize.gate_check import fit_gate_and_check
+    from tests.optimize.test_gate_check import manifest, noisy_rows
 
-    from optimize.calibrate import fit_gate_and_check, _similarity_weight
-    from optimize.calibration import fit_joint_thresholds
+    lm, engine = scripted_lm({})
+    program = SelfRAG(SimilarityRetriever(KB), config=ProgramSettings(retrieve_rules=False), generator_lm=lm,
+                      adapter=dspy.JSONAdapter())
+    program.compiled_thresholds = Thresholds(similarity=0.3, similarity_embedder="emb-a")
+    train = manifest(tmp_path / "train.manifest.json", {"stated": {"rows": noisy_rows(60, 1)}})
+    dev = manifest(tmp_path / "dev.manifest.json", {"stated": {"rows": noisy_rows(40, 2)}})
+    asked = []
 
-    rng = random.Random(5)
-    pts = [(rng.random(), rng.random()) for _ in range(200)]
-    rows = [{"p_stated": round(p, 4), "top_similarity": round(s, 4), "answerable": p + s > 1.0} for p, s in pts]
-    joint = fit_gate_and_check(rows, ("max_false_abstention", 0.1))
-    assert 0.35 < joint["stated_similarity_weight"] < 0.65  # the boundary p + s = 1 weighs both alike
-    assert joint["abstention_unanswerable"] > 0.95 and joint["false_abstention"] <= 0.1
-    both = fit_joint_thresholds([r["top_similarity"] for r in rows], [r["p_stated"] for r in rows],
-                                [r["answerable"] for r in rows], ("max_false_abstention", 0.1))
-    assert 1.0 - both.point.false_acceptance < joint["abstention_unanswerable"] - 0.1  # a corner off a diagonal
-    # a signal that points the wrong way gets no weight: the check scores on P(stated) alone
-    weight, _ = _similarity_weight([0.9, 0.8, 0.2, 0.1] * 5, [0.1, 0.2, 0.8, 0.9] * 5, [True, True, False, False] * 5)
-    assert weight == 0.0
+    def rows_for(stage, embedder):
+        asked.append((stage, embedder))
+        return rows_from_manifests([train, dev])(stage, embedder)
+
+    report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, stated=0, answer=0,
+                       answer_objective=("max_false_abstention", 0.1), stated_rows=rows_for)
+    stated = report["stages"]["stated"]
+    assert engine.calls == [] and program.retriever.queries == [] and stated["cost"]["lm_calls"] == 0
+    assert asked == [("stated", "emb-a")] and stated["rows_recorded"] == stated["questions"] == 100
+    expected = fit_gate_and_check(noisy_rows(60, 1) + noisy_rows(40, 2), ("max_false_abstention", 0.1))
+    joint = stated["joint"]
+    assert (joint["similarity"], joint["stated"], joint["stated_similarity_weight"]) == (
+        expected["similarity"], expected["stated"], expected["stated_similarity_weight"])
+    assert report["thresholds"]["similarity"] == expected["similarity"] and stated["embedder"] == "emb-a"
+    assert joint["cross_validated"]["n"] == 100 and 0.0 < joint["cross_validated"]["abstention_unanswerable"] < 1.0
+    # over another embedder's gate, the set's own stage is asked for
+    asked.clear()
+    program.compiled_thresholds = Thresholds(similarity=0.3, similarity_embedder="emb-other",
+                                             by_embedder={"emb-a@zh": {"similarity": 0.4, "stated": 0.5}})
+    with pytest.raises(CompileError, match="no 'stated@emb-a@zh' stage"):
+        calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, answer=0, language="zh",
+                  stated_rows=rows_for)
+    assert asked == [("stated@emb-a@zh", "emb-a")] and engine.calls == []

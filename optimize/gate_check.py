@@ -1,0 +1,170 @@
+"""The similarity gate and the answer check fitted together on per-question rows, out-of-sample estimates of
+the fit, and rows recorded by earlier calibrations.
+
+A row is one calibration question: ``p_stated`` (the answer check's P(the passages state the answer), None
+when nothing was checked), ``top_similarity`` (the first round's best dense similarity, None without one)
+and ``answerable``. :func:`fit_gate_and_check` is what calibrate's stated stage fits when the gate is on;
+:func:`cross_validate_gate_and_check` re-fits it on k − 1 folds and applies it to the fold left out, the
+estimate of how the rule does on new questions (the calibration sample's own figures flatter it);
+:func:`rows_from_manifests` reads the rows compile manifests recorded, so a stated stage can be fitted again
+— on more questions pooled from several runs (``selfrag compile --stated-rows``), or under another
+objective — without one LM call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import StratifiedKFold
+
+from optimize.calibration import fit_joint_thresholds
+from optimize.errors import CompileError
+from programs.thresholds import stated_score, too_dissimilar
+
+Row = dict[str, Any]
+StatedRows = Callable[[str, str], list[Row]]  # (stage name, embedder) → the rows recorded for it
+
+
+def _similarity_weight(ps: list[float], sims: list[float], labels: list[bool]) -> tuple[float, dict[str, float]]:
+    """The similarity's weight w in the check's score (1 − w)·P(stated) + w·similarity: the ratio of the two
+    coefficients of a logistic regression of "answerable" on both (0 when either does not point the right
+    way: then P(stated) alone), with the regression.
+
+    The regression runs on standardised signals and its coefficients are mapped back to the raw scales: an
+    embedder's cosines spread over a few hundredths (multilingual-e5-small's over ~0.05) against P(stated)'s
+    whole unit interval, and a penalised fit on the raw values shrinks the narrow signal's large coefficient
+    most — it under-weighted e5's similarity by a factor of ~3 (w 0.30 instead of 0.88 on 160 ClapNQ train
+    questions, the score's ROC AUC 0.885 instead of 0.947)."""
+    x = np.column_stack([ps, sims]).astype(float)
+    scale = x.std(axis=0)
+    scale[scale == 0.0] = 1.0  # a constant signal: its coefficient is ~0, and w follows from the other
+    mean = x.mean(axis=0)
+    model = LogisticRegression().fit((x - mean) / scale, labels)
+    coef = model.coef_[0] / scale  # on the raw scales
+    a, b = (float(c) for c in coef)
+    weight = round(b / (a + b), 4) if a > 0 and b > 0 else 0.0
+    intercept = float(model.intercept_[0]) - float(coef @ mean)
+    return weight, {"coef_p_stated": round(a, 4), "coef_similarity": round(b, 4), "intercept": round(intercept, 4),
+                    "standardised": True}
+
+
+def fit_gate_and_check(rows: list[Row], objective: Any) -> dict[str, Any] | None:
+    """The check's score weight (:func:`_similarity_weight`), then the similarity gate and the check's
+    threshold on that score fitted together on ``rows`` (a question the check does not decide counts as
+    abstained; one without a similarity is never gated and scored on P(stated) alone), or None when the
+    rows cannot decide (fewer than 4, one class)."""
+    labels = [r["answerable"] for r in rows]
+    if len(rows) < 4 or len(set(labels)) < 2:
+        return None
+    sims = [1.0 if r["top_similarity"] is None else min(1.0, max(0.0, r["top_similarity"])) for r in rows]
+    ps = [r["p_stated"] or 0.0 for r in rows]
+    weight, regression = _similarity_weight(ps, sims, labels)
+    scores = [stated_score(p, r["top_similarity"], weight) for p, r in zip(ps, rows)]
+    fit = fit_joint_thresholds(sims, scores, labels, objective)
+    return {"similarity": fit.first, "stated": fit.second, "stated_similarity_weight": weight,
+            "logistic_regression": regression, "objective": fit.objective, "rules": fit.rules,
+            "accuracy": round(fit.point.accuracy, 4), "false_abstention": round(fit.point.false_abstention, 4),
+            "abstention_unanswerable": round(1.0 - fit.point.false_acceptance, 4)}
+
+
+def answers(row: Row, gate: float, weight: float, threshold: float) -> bool:
+    """Whether the fitted rule lets this question's first round through to an answer: not gated, checked,
+    and its score at or above the threshold."""
+    if too_dissimilar(row["top_similarity"], gate) or row["p_stated"] is None:
+        return False
+    return stated_score(row["p_stated"], row["top_similarity"], weight) >= threshold
+
+
+def cross_validate_gate_and_check(rows: list[Row], objective: Any, folds: int = 5, repeats: int = 5,
+                                  seed: int = 0) -> dict[str, Any] | None:
+    """Out of sample: :func:`fit_gate_and_check` on k − 1 stratified folds, applied to the fold left out,
+    over ``repeats`` shuffles; the abstention on unanswerable and the false abstention of the held-out
+    decisions, averaged over the shuffles (with their range). None when a class has fewer than 2 rows."""
+    labels = np.array([bool(r["answerable"]) for r in rows])
+    pos, neg = int(labels.sum()), int((~labels).sum())
+    k = min(folds, pos, neg)
+    if k < 2:
+        return None
+    abstained, false = [], []
+    for rep in range(repeats):
+        held = np.zeros(len(rows), dtype=bool)  # answered on the held-out fold
+        for train, test in StratifiedKFold(k, shuffle=True, random_state=seed + rep).split(labels, labels):
+            fit = fit_gate_and_check([rows[i] for i in train], objective)
+            if fit is None:  # a fold that cannot decide answers everything (no gate, no check)
+                held[test] = True
+                continue
+            for i in test:
+                held[i] = answers(rows[i], fit["similarity"], fit["stated_similarity_weight"], fit["stated"])
+        abstained.append(float((~held[~labels]).mean()))
+        false.append(float((~held[labels]).mean()))
+    return {"folds": k, "repeats": repeats, "n": len(rows), "answerable": pos,
+            "abstention_unanswerable": round(float(np.mean(abstained)), 4),
+            "false_abstention": round(float(np.mean(false)), 4),
+            "abstention_range": [round(min(abstained), 4), round(max(abstained), 4)],
+            "false_abstention_range": [round(min(false), 4), round(max(false), 4)]}
+
+
+def _checked_rows(rows: Any, where: str) -> list[Row]:
+    if not isinstance(rows, list) or not rows:
+        raise CompileError(f"{where}: no rows recorded")
+    out = []
+    for i, row in enumerate(rows, 1):
+        ok = isinstance(row, dict) and isinstance(row.get("answerable"), bool)
+        for key in ("p_stated", "top_similarity"):
+            value = row.get(key) if isinstance(row, dict) else None
+            ok = ok and key in row and (value is None or (isinstance(value, (int, float)) and 0.0 <= value <= 1.0
+                                                           or key == "top_similarity" and isinstance(value, (int, float))))
+        if not ok:
+            raise CompileError(f"{where}: row {i} is not {{p_stated, top_similarity, answerable}}: {str(row)[:80]}")
+        out.append({"p_stated": row["p_stated"], "top_similarity": row["top_similarity"],
+                    "answerable": row["answerable"]})
+    return out
+
+
+def _stage_embedder(calibration: dict[str, Any], stage: str) -> str:
+    """The embedder a recorded stated stage's similarities are on: the stage's own record, else its key
+    (``stated@EMBEDDER@LANG``), else the main thresholds' gate embedder."""
+    report = calibration["stages"][stage]
+    if report.get("embedder"):
+        return str(report["embedder"])
+    if "@" in stage:
+        return stage.split("@")[1]
+    return str((calibration.get("thresholds") or {}).get("similarity_embedder") or "")
+
+
+def rows_from_manifests(paths: Sequence[Path | str]) -> StatedRows:
+    """Rows recorded by the stated stages of these compile manifests (``<name>.manifest.json``), read now
+    (an unreadable file or a manifest without calibration stages is refused here, naming the file); the
+    returned function pools the rows of one stage name over all of them, refusing a manifest without that
+    stage or whose similarities are on another embedder than the one being fitted."""
+    manifests: list[tuple[str, dict[str, Any]]] = []
+    for path in paths:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CompileError(f"--stated-rows {path}: cannot read a compile manifest ({exc})") from exc
+        calibration = data.get("calibration") if isinstance(data, dict) else None
+        if not isinstance(calibration, dict) or not isinstance(calibration.get("stages"), dict):
+            raise CompileError(f"--stated-rows {path}: not a compile manifest with calibration stages")
+        manifests.append((str(path), calibration))
+
+    def rows_for(stage: str, embedder: str) -> list[Row]:
+        pooled: list[Row] = []
+        for path, calibration in manifests:
+            if stage not in calibration["stages"]:
+                have = ", ".join(s for s in calibration["stages"] if s.startswith("stated")) or "none"
+                raise CompileError(f"--stated-rows {path}: no {stage!r} stage (stated stages: {have})")
+            recorded = _stage_embedder(calibration, stage)
+            if embedder and recorded and recorded != embedder:
+                raise CompileError(f"--stated-rows {path}: its {stage!r} similarities are on {recorded!r}, "
+                                   f"this retriever's are on {embedder!r}")
+            pooled += _checked_rows(calibration["stages"][stage].get("rows"), f"--stated-rows {path} {stage!r}")
+        return pooled
+
+    rows_for.sources = [path for path, _ in manifests]  # type: ignore[attr-defined]  # the manifest records them
+    return rows_for

@@ -1,0 +1,119 @@
+"""The gate and the answer check fitted together, cross-validated, and refitted on rows earlier
+calibrations recorded (optimize/gate_check.py)."""
+
+import json
+import random
+
+import pytest
+
+from optimize.calibration import fit_joint_thresholds
+from optimize.errors import CompileError
+from optimize.gate_check import _similarity_weight, cross_validate_gate_and_check, fit_gate_and_check
+from optimize.gate_check import rows_from_manifests
+
+
+def test_the_weighted_score_separates_what_two_thresholds_cannot():
+    rng = random.Random(5)
+    pts = [(rng.random(), rng.random()) for _ in range(200)]
+    rows = [{"p_stated": round(p, 4), "top_similarity": round(s, 4), "answerable": p + s > 1.0} for p, s in pts]
+    joint = fit_gate_and_check(rows, ("max_false_abstention", 0.1))
+    assert 0.35 < joint["stated_similarity_weight"] < 0.65  # the boundary p + s = 1 weighs both alike
+    assert joint["abstention_unanswerable"] > 0.95 and joint["false_abstention"] <= 0.1
+    both = fit_joint_thresholds([r["top_similarity"] for r in rows], [r["p_stated"] for r in rows],
+                                [r["answerable"] for r in rows], ("max_false_abstention", 0.1))
+    assert 1.0 - both.point.false_acceptance < joint["abstention_unanswerable"] - 0.1  # a corner off a diagonal
+    # a signal that points the wrong way gets no weight: the check scores on P(stated) alone
+    weight, _ = _similarity_weight([0.9, 0.8, 0.2, 0.1] * 5, [0.1, 0.2, 0.8, 0.9] * 5, [True, True, False, False] * 5)
+    assert weight == 0.0
+
+
+def test_the_weight_holds_for_a_similarity_on_a_narrow_scale():
+    """An embedder's cosines spread over a few hundredths: the weight is read on the raw scales but fitted
+    on standardised signals, so the narrow signal is not shrunk by the regression's penalty."""
+    rng = random.Random(7)
+    pts = [(rng.random(), rng.random()) for _ in range(300)]
+    # answerable when p + s > 1, the similarity shown as 0.80 + 0.05·s: the boundary is p + 20·sim = 17,
+    # so the similarity's raw coefficient is 20 times P(stated)'s and w = 20/21
+    rows = [{"p_stated": round(p, 4), "top_similarity": round(0.8 + 0.05 * s, 5), "answerable": p + s > 1.0}
+            for p, s in pts]
+    weight, regression = _similarity_weight([r["p_stated"] for r in rows], [r["top_similarity"] for r in rows],
+                                            [r["answerable"] for r in rows])
+    assert 0.9 < weight < 0.99 and regression["standardised"] is True
+    assert 12 < regression["coef_similarity"] / regression["coef_p_stated"] < 30
+    # the intercept is on the raw scales too: at sim 0.825 (s = 0.5) the boundary sits near p = 0.5
+    a, b, c = regression["coef_p_stated"], regression["coef_similarity"], regression["intercept"]
+    assert abs((-c - b * 0.825) / a - 0.5) < 0.1
+    joint = fit_gate_and_check(rows, ("max_false_abstention", 0.1))
+    assert joint["abstention_unanswerable"] > 0.9 and joint["false_abstention"] <= 0.1
+
+
+def noisy_rows(n=200, seed=3, noise=0.25):
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        p, s = rng.random(), rng.random()
+        rows.append({"p_stated": round(p, 4), "top_similarity": round(s, 4),
+                     "answerable": p + s + rng.uniform(-noise, noise) > 1.0})
+    return rows
+
+
+def test_cross_validation_applies_each_fold_s_rule_to_the_rows_left_out():
+    rows = noisy_rows()
+    objective = ("max_false_abstention", 0.1)
+    fitted = fit_gate_and_check(rows, objective)
+    cv = cross_validate_gate_and_check(rows, objective, folds=5, repeats=3)
+    assert cv["folds"] == 5 and cv["repeats"] == 3 and cv["n"] == 200
+    assert cv["answerable"] == sum(r["answerable"] for r in rows)
+    lo, hi = cv["abstention_range"]
+    assert 0.5 < lo <= cv["abstention_unanswerable"] <= hi < 1.0
+    # out of sample the rule abstains on new answerable questions a little more than on its own sample
+    assert fitted["false_abstention"] <= 0.1 < cv["false_abstention"] + 0.05
+    assert cv["false_abstention"] > 0.0 and cv == cross_validate_gate_and_check(rows, objective, folds=5, repeats=3)
+
+
+def test_cross_validation_needs_two_of_each_class():
+    rows = [{"p_stated": 0.9, "top_similarity": 0.8, "answerable": True}] * 6 + [
+        {"p_stated": 0.1, "top_similarity": 0.2, "answerable": False}]
+    assert cross_validate_gate_and_check(rows, ("max_false_abstention", 0.1)) is None
+    # with two of the smaller class the folds shrink to two
+    rows.append({"p_stated": 0.2, "top_similarity": 0.3, "answerable": False})
+    cv = cross_validate_gate_and_check(rows, ("max_false_abstention", 0.1), repeats=1)
+    assert cv["folds"] == 2 and cv["abstention_unanswerable"] == 1.0 and cv["false_abstention"] == 0.0
+
+
+def manifest(path, stages, embedder="emb-a"):
+    path.write_text(json.dumps({"calibration": {"thresholds": {"similarity_embedder": embedder},
+                                                "stages": stages}}), encoding="utf-8")
+    return path
+
+
+def test_rows_from_manifests_pools_one_stage_over_several_runs(tmp_path):
+    a = manifest(tmp_path / "train.manifest.json", {"stated": {"rows": noisy_rows(10, 1)}})
+    b = manifest(tmp_path / "dev.manifest.json", {"stated": {"rows": noisy_rows(6, 2), "embedder": "emb-a"},
+                                                  "stated@emb-b@zh": {"rows": noisy_rows(4, 3)}})
+    rows_for = rows_from_manifests([a, b])
+    assert rows_for("stated", "emb-a") == noisy_rows(10, 1) + noisy_rows(6, 2)
+    assert rows_for.sources == [str(a), str(b)]
+    with pytest.raises(CompileError, match=r"train.manifest.json: no 'stated@emb-b@zh' stage \(stated stages: stated\)"):
+        rows_for("stated@emb-b@zh", "emb-b")
+    assert rows_from_manifests([b])("stated@emb-b@zh", "emb-b") == noisy_rows(4, 3)  # the key names the embedder
+
+
+def test_rows_on_another_embedder_or_malformed_are_refused_naming_the_file(tmp_path):
+    other = manifest(tmp_path / "minilm.manifest.json", {"stated": {"rows": noisy_rows(4)}}, embedder="minilm")
+    with pytest.raises(CompileError, match="minilm.manifest.json: its 'stated' similarities are on 'minilm', this "
+                                           "retriever's are on 'e5-small'"):
+        rows_from_manifests([other])("stated", "e5-small")
+    bad = manifest(tmp_path / "bad.manifest.json", {"stated": {"rows": [
+        {"p_stated": 0.5, "top_similarity": 0.7, "answerable": True},
+        {"p_stated": 1.5, "top_similarity": 0.7, "answerable": False}]}})
+    with pytest.raises(CompileError, match=r"bad.manifest.json 'stated': row 2 is not"):
+        rows_from_manifests([bad])("stated", "emb-a")
+    empty = manifest(tmp_path / "empty.manifest.json", {"stated": {"n": 0}})
+    with pytest.raises(CompileError, match="empty.manifest.json 'stated': no rows recorded"):
+        rows_from_manifests([empty])("stated", "emb-a")
+    with pytest.raises(CompileError, match="missing.json: cannot read a compile manifest"):
+        rows_from_manifests([tmp_path / "missing.json"])
+    (tmp_path / "artifact.json").write_text('{"thresholds": {}}', encoding="utf-8")
+    with pytest.raises(CompileError, match="artifact.json: not a compile manifest with calibration stages"):
+        rows_from_manifests([tmp_path / "artifact.json"])
