@@ -305,6 +305,11 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
                                           "similarity_embedder": embedder})
     else:
         fitted = thresholds_for(start, embedder, language)
+    # the stages run with this calibration's set in force (a per-language set is otherwise picked by each
+    # question's language: stated rows reused from a manifest ask none)
+    original = getattr(program, "compiled_thresholds", None)
+    if fitted is not start:
+        program.compiled_thresholds = fitted
     sections, total = {}, Usage()
     if stated_rows is not None:
         stated = stated or 1  # the stage runs on the recorded rows
@@ -312,41 +317,45 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
         stated = 0
     steps = [("retrieve", retrieve), ("relevance", relevance), ("similarity", similarity), ("stated", stated),
              ("answer", answer)]
-    for name, size in steps:
-        if size == 0:
-            continue
-        if reporter is not None:
-            reporter.stage(f"calibrate {name}")
-        if name == "retrieve":
-            th, rep, usage = calibrate_retrieve(program, list(loader("retrieve", split))[:size], out_dir)
-        elif name == "relevance":
-            th, rep, usage = calibrate_relevance(program, list(loader("relevance", split)), size, out_dir)
-        elif name == "similarity":
-            exs = balanced(list(loader("qa_en", split)), size)
-            th, embedder, rep, usage = calibrate_similarity(program, exs, similarity_false_abstention, out_dir)
-        else:
-            exs = list(answer_examples) if answer_examples is not None else list(loader("qa_en", split))
-            exs = exs[:size] if size is not None else exs
-            if name == "stated":
-                recorded = (None if stated_rows is None
-                            else stated_rows(f"stated@{key}" if other_set else "stated", embedder or ""))
-                th, rep, usage = calibrate_stated(program, exs, answer_objective, out_dir, verified_precision,
-                                                  recorded=recorded)
+    try:
+        for name, size in steps:
+            if size == 0:
+                continue
+            if reporter is not None:
+                reporter.stage(f"calibrate {name}")
+            if name == "retrieve":
+                th, rep, usage = calibrate_retrieve(program, list(loader("retrieve", split))[:size], out_dir)
+            elif name == "relevance":
+                th, rep, usage = calibrate_relevance(program, list(loader("relevance", split)), size, out_dir)
+            elif name == "similarity":
+                exs = balanced(list(loader("qa_en", split)), size)
+                th, embedder, rep, usage = calibrate_similarity(program, exs, similarity_false_abstention, out_dir)
             else:
-                th, rep, usage = calibrate_answer(program, exs, answer_objective, out_dir)
-        update: dict[str, Any] = {name: th}
-        if name == "similarity":
-            update["similarity_embedder"] = embedder
-        if name == "stated" and "joint" in rep:  # the gate refitted together with the check
-            update["similarity"] = rep["joint"]["similarity"]
-            update["stated_similarity_weight"] = rep["joint"]["stated_similarity_weight"]
-        if name == "stated" and "verified" in rep:  # None fitted: never skip the support judge
-            update["verified"] = rep["verified"]["threshold"] if rep["verified"]["threshold"] is not None else 1.0
-        fitted = fitted.model_copy(update=update)
-        program.compiled_thresholds = fitted
-        rep["cost"] = usage.model_dump()
-        sections[name] = rep
-        total = total.add(usage)
+                exs = list(answer_examples) if answer_examples is not None else list(loader("qa_en", split))
+                exs = exs[:size] if size is not None else exs
+                if name == "stated":
+                    recorded = (None if stated_rows is None
+                                else stated_rows(f"stated@{key}" if other_set else "stated", embedder or ""))
+                    th, rep, usage = calibrate_stated(program, exs, answer_objective, out_dir, verified_precision,
+                                                      recorded=recorded)
+                else:
+                    th, rep, usage = calibrate_answer(program, exs, answer_objective, out_dir)
+            update: dict[str, Any] = {name: th}
+            if name == "similarity":
+                update["similarity_embedder"] = embedder
+            if name == "stated" and "joint" in rep:  # the gate refitted together with the check
+                update["similarity"] = rep["joint"]["similarity"]
+                update["stated_similarity_weight"] = rep["joint"]["stated_similarity_weight"]
+            if name == "stated" and "verified" in rep:  # None fitted: never skip the support judge
+                update["verified"] = rep["verified"]["threshold"] if rep["verified"]["threshold"] is not None else 1.0
+            fitted = fitted.model_copy(update=update)
+            program.compiled_thresholds = fitted
+            rep["cost"] = usage.model_dump()
+            sections[name] = rep
+            total = total.add(usage)
+    except BaseException:
+        program.compiled_thresholds = original  # a failed calibration leaves the program as it was
+        raise
     if other_set:
         fitted = with_embedder_set(start, key, fitted)
         program.compiled_thresholds = fitted

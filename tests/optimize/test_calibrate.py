@@ -297,3 +297,15 @@ def test_stated_stage_refits_on_recorded_rows_without_an_lm_call(tmp_path):
         calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, answer=0, language="zh",
                   stated_rows=rows_for)
     assert asked == [("stated@emb-a@zh", "emb-a")] and engine.calls == []
+    assert program.compiled_thresholds.similarity_embedder == "emb-other"  # a failed calibration changes nothing
+    # with the set's rows recorded, the set's own gate is in force: the gate and the check are refitted together
+    # (no question is asked, so no question's language picks the set) and stored back under its key
+    zh = manifest(tmp_path / "zh.manifest.json", {"stated@emb-a@zh": {"rows": noisy_rows(80, 4)}})
+    report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, answer=0, language="zh",
+                       stated_rows=rows_from_manifests([zh]), answer_objective=("max_false_abstention", 0.1))
+    expected = fit_gate_and_check(noisy_rows(80, 4), ("max_false_abstention", 0.1))
+    own = report["thresholds"]["by_embedder"]["emb-a@zh"]
+    assert "joint" in report["stages"]["stated@emb-a@zh"] and engine.calls == []
+    assert (own["similarity"], own["stated"], own["stated_similarity_weight"]) == (
+        expected["similarity"], expected["stated"], expected["stated_similarity_weight"])
+    assert report["thresholds"]["similarity"] == 0.3 and report["thresholds"]["similarity_embedder"] == "emb-other"
