@@ -338,6 +338,8 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
                                 else stated_rows(f"stated@{key}" if other_set else "stated", embedder or ""))
                     th, rep, usage = calibrate_stated(program, exs, answer_objective, out_dir, verified_precision,
                                                       recorded=recorded)
+                    if language:
+                        rep["language"] = language
                 else:
                     th, rep, usage = calibrate_answer(program, exs, answer_objective, out_dir)
             update: dict[str, Any] = {name: th}

@@ -137,6 +137,17 @@ def _stage_embedder(calibration: dict[str, Any], stage: str) -> str:
     return str((calibration.get("thresholds") or {}).get("similarity_embedder") or "")
 
 
+def _main_stage_fits(calibration: dict[str, Any], stage: str) -> bool:
+    """Whether a manifest's main ``stated`` stage holds rows for the per-embedder set ``stage``
+    (``stated@EMBEDDER@LANG``): recorded on that embedder, in that language (when the stage says which)."""
+    _, _, key = stage.partition("@")
+    embedder, _, language = key.partition("@")
+    if not key or "stated" not in calibration["stages"]:
+        return False
+    recorded = calibration["stages"]["stated"].get("language") or calibration.get("language")
+    return _stage_embedder(calibration, "stated") == embedder and (not language or recorded in (None, language))
+
+
 def rows_from_manifests(paths: Sequence[Path | str]) -> StatedRows:
     """Rows recorded by the stated stages of these compile manifests (``<name>.manifest.json``), read now
     (an unreadable file or a manifest without calibration stages is refused here, naming the file); the
@@ -151,19 +162,26 @@ def rows_from_manifests(paths: Sequence[Path | str]) -> StatedRows:
         calibration = data.get("calibration") if isinstance(data, dict) else None
         if not isinstance(calibration, dict) or not isinstance(calibration.get("stages"), dict):
             raise CompileError(f"--stated-rows {path}: not a compile manifest with calibration stages")
+        if isinstance(data.get("language"), str):  # the language of the run, for a stage that does not say
+            calibration = {**calibration, "language": data["language"]}
         manifests.append((str(path), calibration))
 
     def rows_for(stage: str, embedder: str) -> list[Row]:
         pooled: list[Row] = []
         for path, calibration in manifests:
-            if stage not in calibration["stages"]:
+            if stage not in calibration["stages"] and _main_stage_fits(calibration, stage):
+                stage_here = "stated"  # a run whose main set was on this embedder (and language) recorded them
+            else:
+                stage_here = stage
+            if stage_here not in calibration["stages"]:
                 have = ", ".join(s for s in calibration["stages"] if s.startswith("stated")) or "none"
                 raise CompileError(f"--stated-rows {path}: no {stage!r} stage (stated stages: {have})")
-            recorded = _stage_embedder(calibration, stage)
+            recorded = _stage_embedder(calibration, stage_here)
             if embedder and recorded and recorded != embedder:
-                raise CompileError(f"--stated-rows {path}: its {stage!r} similarities are on {recorded!r}, "
+                raise CompileError(f"--stated-rows {path}: its {stage_here!r} similarities are on {recorded!r}, "
                                    f"this retriever's are on {embedder!r}")
-            pooled += _checked_rows(calibration["stages"][stage].get("rows"), f"--stated-rows {path} {stage!r}")
+            pooled += _checked_rows(calibration["stages"][stage_here].get("rows"),
+                                    f"--stated-rows {path} {stage_here!r}")
         return pooled
 
     rows_for.sources = [path for path, _ in manifests]  # type: ignore[attr-defined]  # the manifest records them

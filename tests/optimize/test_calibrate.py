@@ -293,6 +293,7 @@ def test_stated_stage_refits_on_recorded_rows_without_an_lm_call(tmp_path):
     asked.clear()
     program.compiled_thresholds = Thresholds(similarity=0.3, similarity_embedder="emb-other",
                                              by_embedder={"emb-a@zh": {"similarity": 0.4, "stated": 0.5}})
+    train = manifest(tmp_path / "train.manifest.json", {"stated": {"rows": noisy_rows(60, 1), "language": "en"}})
     with pytest.raises(CompileError, match="no 'stated@emb-a@zh' stage"):
         calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, answer=0, language="zh",
                   stated_rows=rows_for)

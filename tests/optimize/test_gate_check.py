@@ -117,3 +117,20 @@ def test_rows_on_another_embedder_or_malformed_are_refused_naming_the_file(tmp_p
     (tmp_path / "artifact.json").write_text('{"thresholds": {}}', encoding="utf-8")
     with pytest.raises(CompileError, match="artifact.json: not a compile manifest with calibration stages"):
         rows_from_manifests([tmp_path / "artifact.json"])
+
+
+def test_a_set_s_rows_are_read_from_a_run_whose_main_set_was_on_that_embedder(tmp_path):
+    e5 = manifest(tmp_path / "e5.manifest.json", {"stated": {"rows": noisy_rows(8, 5), "language": "en"}},
+                  embedder="e5-small")
+    assert rows_from_manifests([e5])("stated@e5-small@en", "e5-small") == noisy_rows(8, 5)
+    with pytest.raises(CompileError, match="no 'stated@e5-small@zh' stage"):  # recorded in English
+        rows_from_manifests([e5])("stated@e5-small@zh", "e5-small")
+    run = tmp_path / "run.manifest.json"  # an older manifest: the run's language, not the stage's
+    run.write_text(json.dumps({"language": "en", "calibration": {"thresholds": {"similarity_embedder": "e5-small"},
+                                                                 "stages": {"stated": {"rows": noisy_rows(8, 5)}}}}))
+    assert rows_from_manifests([run])("stated@e5-small@en", "e5-small") == noisy_rows(8, 5)
+    with pytest.raises(CompileError, match="no 'stated@e5-small@zh' stage"):
+        rows_from_manifests([run])("stated@e5-small@zh", "e5-small")
+    minilm = manifest(tmp_path / "minilm.manifest.json", {"stated": {"rows": noisy_rows(8, 5)}}, embedder="minilm")
+    with pytest.raises(CompileError, match="no 'stated@e5-small@en' stage"):  # another scale
+        rows_from_manifests([minilm])("stated@e5-small@en", "e5-small")
