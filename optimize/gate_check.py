@@ -109,16 +109,21 @@ def cross_validate_gate_and_check(rows: list[Row], objective: Any, folds: int = 
             "false_abstention_range": [round(min(false), 4), round(max(false), 4)]}
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _checked_rows(rows: Any, where: str) -> list[Row]:
+    """``rows`` as fit rows, each checked: P(stated) None or in [0, 1], the similarity None or a number (a
+    cosine may be negative), ``answerable`` a bool; the first bad one refused, naming its position."""
     if not isinstance(rows, list) or not rows:
         raise CompileError(f"{where}: no rows recorded")
     out = []
     for i, row in enumerate(rows, 1):
-        ok = isinstance(row, dict) and isinstance(row.get("answerable"), bool)
-        for key in ("p_stated", "top_similarity"):
-            value = row.get(key) if isinstance(row, dict) else None
-            ok = ok and key in row and (value is None or (isinstance(value, (int, float)) and 0.0 <= value <= 1.0
-                                                           or key == "top_similarity" and isinstance(value, (int, float))))
+        ok = (isinstance(row, dict) and isinstance(row.get("answerable"), bool)
+              and "p_stated" in row and "top_similarity" in row
+              and (row["p_stated"] is None or _is_number(row["p_stated"]) and 0.0 <= row["p_stated"] <= 1.0)
+              and (row["top_similarity"] is None or _is_number(row["top_similarity"])))
         if not ok:
             raise CompileError(f"{where}: row {i} is not {{p_stated, top_similarity, answerable}}: {str(row)[:80]}")
         out.append({"p_stated": row["p_stated"], "top_similarity": row["top_similarity"],
