@@ -93,7 +93,8 @@ def manifest_rows(paths: list[Path], stage: str = "stated") -> tuple[Rows, float
         if not recorded:
             raise SystemExit(f"{path}: its {stage} calibration stage recorded no rows (recalibrate with --cal-stated N)")
         rows += [(r["p_stated"] or 0.0, r["top_similarity"] or 0.0, bool(r["answerable"])) for r in recorded]
-    first = json.loads(paths[0].read_text(encoding="utf-8"))["calibration"]["thresholds"]
+    head = json.loads(paths[0].read_text(encoding="utf-8"))
+    first = head["calibration"].get("thresholds") or head.get("thresholds") or {}
     key = stage.partition("@")[2]
     gate = (first.get("by_embedder", {}).get(key) or {}).get("similarity", 0.0) if key else first.get("similarity", 0.0)
     return rows, float(gate)

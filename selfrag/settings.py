@@ -73,8 +73,9 @@ class RetrievalSettings(_Section):
     index: Literal["none", "multi-representation", "raptor"] = "none"
     # The embedder that re-scores each retrieved passage's cosine with the question, the scale the similarity
     # gate and the answer check's score read ("" = the collection's own; selfrag.kb.rescore.RescoredRetriever;
-    # "auto", the default = e5-small over the multilingual (use-m3) collections only, the collection's own
-    # elsewhere: the scale of the shipped artifact's Chinese gate, thresholds.by_embedder["e5-small@zh"]).
+    # "auto", the default = e5-small over the collections of the bundled embedders (MiniLM, use-m3), the
+    # collection's own elsewhere: the scale of the shipped artifact's gates, thresholds.by_embedder["e5-small@en"]
+    # and ["e5-small@zh"]).
     similarity_embedder: str = "auto"
 
 

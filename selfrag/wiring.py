@@ -73,7 +73,8 @@ def build_retriever(settings: Settings, kb: KnowledgeBase, mode: str | None = No
 def rescored(settings: Settings, retriever: Retriever) -> Retriever:
     """``retriever`` with its passages' similarity re-scored by ``retrieval.similarity_embedder`` when one is
     set (:class:`selfrag.kb.rescore.RescoredRetriever`; the embedder is loaded once per process). ``"auto"``:
-    e5-small over the multilingual collections (embedded with use-m3), nothing over the others (a collection
+    e5-small over the collections embedded with the bundled embedders (MiniLM, use-m3: the scales the shipped
+    artifact's ``e5-small@en`` / ``e5-small@zh`` sets are fitted on), nothing over the others (a collection
     whose embedder is not chosen yet is wrapped and decides at each query); the embedder then loads at the
     first re-scoring."""
     name = settings.retrieval.similarity_embedder
@@ -81,14 +82,15 @@ def rescored(settings: Settings, retriever: Retriever) -> Retriever:
         return retriever
     from selfrag.errors import ConfigError
     from programs.retriever_calls import retriever_embedder
-    from selfrag.kb.auto_embedder import MULTILINGUAL_EMBEDDER
+    from selfrag.kb.auto_embedder import ENGLISH_EMBEDDER, MULTILINGUAL_EMBEDDER
     from selfrag.kb.rescore import RescoredRetriever
 
     if name == AUTO_SIMILARITY:
-        if retriever_embedder(retriever) not in (MULTILINGUAL_EMBEDDER, AUTO_EMBEDDER):
-            return retriever  # an English collection, or an index naming no embedder: nothing to re-score
+        over = frozenset({ENGLISH_EMBEDDER, MULTILINGUAL_EMBEDDER})
+        if retriever_embedder(retriever) not in (*over, AUTO_EMBEDDER):
+            return retriever  # another embedder, or an index naming no embedder: nothing to re-score
         return RescoredRetriever(retriever, functools.partial(_rescore_embedder, AUTO_RESCORER),
-                                 over=frozenset({MULTILINGUAL_EMBEDDER}), name=AUTO_RESCORER)
+                                 over=over, name=AUTO_RESCORER)
     try:
         return RescoredRetriever(retriever, _rescore_embedder(name))
     except ConfigError as exc:  # the embedder factory names kb.embedding_model; this is another setting
@@ -96,7 +98,7 @@ def rescored(settings: Settings, retriever: Retriever) -> Retriever:
 
 
 AUTO_SIMILARITY = "auto"
-AUTO_RESCORER = "e5-small"  # what "auto" re-scores the multilingual collections with (bench_retrieval_signals)
+AUTO_RESCORER = "e5-small"  # what "auto" re-scores with (bench_retrieval_signals, bench_gate_check)
 
 
 @functools.lru_cache(maxsize=4)

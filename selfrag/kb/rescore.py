@@ -10,7 +10,7 @@ answerable from unanswerable questions better than MiniLM's own cosine (``bench/
 only on that scale (:func:`programs.thresholds.similarity_gate`). Passage vectors are cached by id and text.
 With ``over`` (a set of embedder names) it re-scores only when the inner retriever's embedder is one of them
 and otherwise passes the inner passages and ``embedder_name`` through: ``retrieval.similarity_embedder =
-"auto"`` re-scores the multilingual (Chinese / mixed) collections only.
+"auto"`` re-scores the collections of the bundled embedders (MiniLM, use-m3) only.
 """
 
 from __future__ import annotations

@@ -36,11 +36,12 @@ def test_a_manifest_without_rows_is_refused_with_its_path(bench, tmp_path):
     path = tmp_path / "m.json"
     path.write_text(json.dumps({"thresholds": {}, "calibration": {"stages": {"stated": {}}}}))
     with pytest.raises(SystemExit, match="m.json: its stated calibration stage recorded no rows"):
-        manifest_rows(path)
+        manifest_rows([path])
     rows = [{"p_stated": None, "top_similarity": 0.4, "answerable": True}]
     path.write_text(json.dumps({"thresholds": {"similarity": 0.3},
                                 "calibration": {"stages": {"stated": {"rows": rows}}}}))
-    assert manifest_rows(path) == ([(0.0, 0.4, True)], 0.3)
+    assert manifest_rows([path]) == ([(0.0, 0.4, True)], 0.3)
+    assert manifest_rows([path, path]) == ([(0.0, 0.4, True)] * 2, 0.3)  # pooled
 
 
 def test_a_confidence_level_refits_the_weighted_rule_with_a_margin(bench):

