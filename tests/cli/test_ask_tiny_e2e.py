@@ -38,6 +38,6 @@ def test_ask_end_to_end_with_the_tiny_model(tmp_path):
     assert steps[0] == "retrieve_rule"  # a factual question: the cheap rule decides
     assert result["usage"]["lm_calls"] == sum(s["lm_calls"] for s in result["trace"]) > 0
     assert result["usage"]["prompt_tokens"] > 0
-    if result["retrieved"]:
-        assert "retrieve" in steps and "grade_relevance" in steps
+    if result["retrieved"]:  # graded, or kept ungraded behind the shipped artifact's similarity gate
+        assert "retrieve" in steps and ("grade_relevance" in steps or "grading" in steps or "similarity_gate" in steps)
     assert result["abstained"] or result["answer"]

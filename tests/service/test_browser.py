@@ -155,6 +155,8 @@ def test_the_page_streams_cites_opens_passages_stops_and_uploads(live, page, tmp
 CONFIG = """
 [kb]
 path = "{kb}"
+[retrieval]
+similarity_embedder = ""  # the collection's own scale: no gate for it, so the page shows the relevance grade
 [lm]
 profile = "tiny"
 threads = 2
