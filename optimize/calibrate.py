@@ -214,7 +214,7 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
     With ``verified_precision``, the same P(stated) also fit the ``verified`` threshold (``report["verified"]``):
     the lowest P(stated) above which at least that share of the questions is answerable (≥ 3 of them),
     i.e. where the check is sure enough to stand in for the support judge; none found = never skip.
-    ``recorded``: rows of earlier calibrations (:func:`~optimize.gate_check.rows_from_manifests`) to fit on
+    ``recorded``: rows of earlier calibrations (:class:`~optimize.gate_check.RecordedRows`) to fit on
     instead of checking ``examples`` (no LM call). The joint fit is also cross-validated on the rows
     (``report["joint"]["cross_validated"]``: the estimate for new questions)."""
     usage, rows = Usage(), list(recorded or [])
@@ -275,6 +275,27 @@ def calibrate_similarity(program: Any, examples: Sequence[Any], max_false_absten
     return threshold, embedder, report, Usage()
 
 
+def _run_stage(name: str, size: int | None, program: Any, loader: SplitLoader, split: str,
+               answer_examples: Sequence[Any] | None, answer_objective: Any, similarity_false_abstention: float,
+               verified_precision: float | None, out_dir: Path | None, recorded: list[dict[str, Any]] | None,
+               embedder: str | None) -> tuple[float, dict[str, Any], Usage, str | None]:
+    """One calibrate stage on its examples: (threshold, report, usage, the embedder the gate is bound to)."""
+    if name == "retrieve":
+        return (*calibrate_retrieve(program, list(loader("retrieve", split))[:size], out_dir), embedder)
+    if name == "relevance":
+        return (*calibrate_relevance(program, list(loader("relevance", split)), size, out_dir), embedder)
+    if name == "similarity":
+        exs = balanced(list(loader("qa_en", split)), size)
+        th, embedder, rep, usage = calibrate_similarity(program, exs, similarity_false_abstention, out_dir)
+        return th, rep, usage, embedder
+    exs = list(answer_examples) if answer_examples is not None else list(loader("qa_en", split))
+    exs = exs[:size] if size is not None else exs
+    if name == "stated":
+        return (*calibrate_stated(program, exs, answer_objective, out_dir, verified_precision, recorded=recorded),
+                embedder)
+    return (*calibrate_answer(program, exs, answer_objective, out_dir), embedder)
+
+
 def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrieve: int | None = 60,
               relevance: int | None = 30, similarity: int | None = 0, stated: int | None = 24,
               answer: int | None = 24, answer_objective: Any = DEFAULT_ANSWER_OBJECTIVE,
@@ -291,7 +312,7 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
     the ``qa_en`` examples of the stated and answer stages (already balanced / limited by the caller).
     The stated stage is skipped for a program without the answer check (``config.answer_check``); it
     also fits ``verified`` unless ``verified_precision`` is None (then ``verified`` stays as it was).
-    ``stated_rows`` (:func:`~optimize.gate_check.rows_from_manifests`): the stated stage fits on the rows
+    ``stated_rows`` (:class:`~optimize.gate_check.RecordedRows`): the stated stage fits on the rows
     earlier calibrations recorded for this embedder (its stage name, ``stated`` or ``stated@KEY``), pooled,
     instead of checking questions — whatever ``stated`` says, no LM call."""
     out_dir = Path(out_dir) if out_dir is not None else None
@@ -323,25 +344,13 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
                 continue
             if reporter is not None:
                 reporter.stage(f"calibrate {name}")
-            if name == "retrieve":
-                th, rep, usage = calibrate_retrieve(program, list(loader("retrieve", split))[:size], out_dir)
-            elif name == "relevance":
-                th, rep, usage = calibrate_relevance(program, list(loader("relevance", split)), size, out_dir)
-            elif name == "similarity":
-                exs = balanced(list(loader("qa_en", split)), size)
-                th, embedder, rep, usage = calibrate_similarity(program, exs, similarity_false_abstention, out_dir)
-            else:
-                exs = list(answer_examples) if answer_examples is not None else list(loader("qa_en", split))
-                exs = exs[:size] if size is not None else exs
-                if name == "stated":
-                    recorded = (None if stated_rows is None
-                                else stated_rows(f"stated@{key}" if other_set else "stated", embedder or ""))
-                    th, rep, usage = calibrate_stated(program, exs, answer_objective, out_dir, verified_precision,
-                                                      recorded=recorded)
-                    if language:
-                        rep["language"] = language
-                else:
-                    th, rep, usage = calibrate_answer(program, exs, answer_objective, out_dir)
+            recorded = (stated_rows(f"stated@{key}" if other_set else "stated", embedder or "")
+                        if name == "stated" and stated_rows is not None else None)
+            th, rep, usage, embedder = _run_stage(
+                name, size, program, loader, split, answer_examples, answer_objective, similarity_false_abstention,
+                verified_precision, out_dir, recorded, embedder)
+            if name == "stated" and language:
+                rep["language"] = language
             update: dict[str, Any] = {name: th}
             if name == "similarity":
                 update["similarity_embedder"] = embedder

@@ -28,6 +28,7 @@ import dspy
 
 from optimize.calibrate import DEFAULT_ANSWER_OBJECTIVE, DEFAULT_SIMILARITY_FALSE_ABSTENTION
 from optimize.calibrate import DEFAULT_VERIFIED_PRECISION, calibrate
+from optimize.gate_check import StatedRows
 from optimize.derived_data import derived_loader, read_manifest
 from optimize.errors import CompileError
 from optimize.eval_examples import balanced
@@ -111,7 +112,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                     similarity_false_abstention: float = DEFAULT_SIMILARITY_FALSE_ABSTENTION,
                     teacher_lm: Any = None, language: str = "en",
                     retriever_of: Callable[[Any], Any] | None = None, calibrate_split: str = "train",
-                    stated_rows: Sequence[dict] | None = None) -> CompileResult:
+                    stated_rows: StatedRows | None = None) -> CompileResult:
     """Compile SelfRAG's judgements (and end to end with ``e2e``) and write the artifact and its manifest.
 
     Args:
@@ -146,7 +147,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
             and the ``cmrc-qa`` collection for the end-to-end and calibrate stages.
         calibrate_split: the split the calibrate stages read (``train``; ``dev`` records dev rows).
         stated_rows: rows of earlier calibrations to fit the stated stage on
-            (:func:`optimize.gate_check.rows_from_manifests`; no check call).
+            (:class:`optimize.gate_check.RecordedRows`; no check call).
         retriever_of: knowledge base → its retriever for that collection (``selfrag compile`` passes
             ``selfrag.wiring.build_retriever``: the index in ``retrieval.index``); checked before any LM call.
     """

@@ -6,7 +6,7 @@ when nothing was checked), ``top_similarity`` (the first round's best dense simi
 and ``answerable``. :func:`fit_gate_and_check` is what calibrate's stated stage fits when the gate is on;
 :func:`cross_validate_gate_and_check` re-fits it on k − 1 folds and applies it to the fold left out, the
 estimate of how the rule does on new questions (the calibration sample's own figures flatter it);
-:func:`rows_from_manifests` reads the rows compile manifests recorded, so a stated stage can be fitted again
+:class:`RecordedRows` reads the rows compile manifests recorded, so a stated stage can be fitted again
 — on more questions pooled from several runs (``selfrag compile --stated-rows``), or under another
 objective — without one LM call.
 """
@@ -153,27 +153,30 @@ def _main_stage_fits(calibration: dict[str, Any], stage: str) -> bool:
     return _stage_embedder(calibration, "stated") == embedder and (not language or recorded in (None, language))
 
 
-def rows_from_manifests(paths: Sequence[Path | str]) -> StatedRows:
-    """Rows recorded by the stated stages of these compile manifests (``<name>.manifest.json``), read now
-    (an unreadable file or a manifest without calibration stages is refused here, naming the file); the
-    returned function pools the rows of one stage name over all of them, refusing a manifest without that
-    stage or whose similarities are on another embedder than the one being fitted."""
-    manifests: list[tuple[str, dict[str, Any]]] = []
-    for path in paths:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise CompileError(f"--stated-rows {path}: cannot read a compile manifest ({exc})") from exc
-        calibration = data.get("calibration") if isinstance(data, dict) else None
-        if not isinstance(calibration, dict) or not isinstance(calibration.get("stages"), dict):
-            raise CompileError(f"--stated-rows {path}: not a compile manifest with calibration stages")
-        if isinstance(data.get("language"), str):  # the language of the run, for a stage that does not say
-            calibration = {**calibration, "language": data["language"]}
-        manifests.append((str(path), calibration))
+class RecordedRows:
+    """Rows recorded by the stated stages of compile manifests (``<name>.manifest.json``), read when built
+    (an unreadable file or a manifest without calibration stages is refused then, naming the file). Called
+    with a stage name and the embedder being fitted, it pools that stage's rows over all of them, refusing a
+    manifest without that stage or whose similarities are on another embedder. ``sources``: the files."""
 
-    def rows_for(stage: str, embedder: str) -> list[Row]:
+    def __init__(self, paths: Sequence[Path | str]):
+        self.manifests: list[tuple[str, dict[str, Any]]] = []
+        for path in paths:
+            try:
+                data = json.loads(Path(path).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise CompileError(f"--stated-rows {path}: cannot read a compile manifest ({exc})") from exc
+            calibration = data.get("calibration") if isinstance(data, dict) else None
+            if not isinstance(calibration, dict) or not isinstance(calibration.get("stages"), dict):
+                raise CompileError(f"--stated-rows {path}: not a compile manifest with calibration stages")
+            if isinstance(data.get("language"), str):  # the language of the run, for a stage that does not say
+                calibration = {**calibration, "language": data["language"]}
+            self.manifests.append((str(path), calibration))
+        self.sources = [path for path, _ in self.manifests]
+
+    def __call__(self, stage: str, embedder: str) -> list[Row]:
         pooled: list[Row] = []
-        for path, calibration in manifests:
+        for path, calibration in self.manifests:
             if stage not in calibration["stages"] and _main_stage_fits(calibration, stage):
                 stage_here = "stated"  # a run whose main set was on this embedder (and language) recorded them
             else:
@@ -188,6 +191,3 @@ def rows_from_manifests(paths: Sequence[Path | str]) -> StatedRows:
             pooled += _checked_rows(calibration["stages"][stage_here].get("rows"),
                                     f"--stated-rows {path} {stage_here!r}")
         return pooled
-
-    rows_for.sources = [path for path, _ in manifests]  # type: ignore[attr-defined]  # the manifest records them
-    return rows_for

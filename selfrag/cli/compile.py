@@ -101,7 +101,7 @@ def compile_cmd(
     from optimize.compile_strategy import compile_strategy_program
     from optimize.derived_data import read_manifest
     from optimize.errors import OptimizeError
-    from optimize.gate_check import rows_from_manifests
+    from optimize.gate_check import RecordedRows
     from optimize.optimizers import OPTIMIZERS
     from programs.artifacts import ArtifactError
     from selfrag import wiring
@@ -134,7 +134,7 @@ def compile_cmd(
         check_request(**request, calibrate=calibrate, with_answer=data is not None,  # before any model is loaded
                       program=program)
         data_manifest = read_manifest(data) if data is not None else None
-        recorded_rows = rows_from_manifests(stated_rows) if stated_rows else None
+        recorded_rows = RecordedRows(stated_rows) if stated_rows else None
     except OptimizeError as exc:
         fail(str(exc), 2)
     sizes = ({"retrieve": cal_retrieve, "relevance": cal_relevance, "similarity": cal_similarity,

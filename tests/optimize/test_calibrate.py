@@ -5,7 +5,7 @@ import pytest
 
 from optimize.calibrate import calibrate
 from optimize.errors import CompileError
-from optimize.gate_check import rows_from_manifests
+from optimize.gate_check import RecordedRows
 from optimize.manifest import summary_rows
 from programs.selfrag import SelfRAG
 from programs.settings import ProgramSettings
@@ -276,7 +276,7 @@ def test_stated_stage_refits_on_recorded_rows_without_an_lm_call(tmp_path):
 
     def rows_for(stage, embedder):
         asked.append((stage, embedder))
-        return rows_from_manifests([train, dev])(stage, embedder)
+        return RecordedRows([train, dev])(stage, embedder)
 
     report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, stated=0, answer=0,
                        answer_objective=("max_false_abstention", 0.1), stated_rows=rows_for)
@@ -303,7 +303,7 @@ def test_stated_stage_refits_on_recorded_rows_without_an_lm_call(tmp_path):
     # (no question is asked, so no question's language picks the set) and stored back under its key
     zh = manifest(tmp_path / "zh.manifest.json", {"stated@emb-a@zh": {"rows": noisy_rows(80, 4)}})
     report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, answer=0, language="zh",
-                       stated_rows=rows_from_manifests([zh]), answer_objective=("max_false_abstention", 0.1))
+                       stated_rows=RecordedRows([zh]), answer_objective=("max_false_abstention", 0.1))
     expected = fit_gate_and_check(noisy_rows(80, 4), ("max_false_abstention", 0.1))
     own = report["thresholds"]["by_embedder"]["emb-a@zh"]
     assert "joint" in report["stages"]["stated@emb-a@zh"] and engine.calls == []

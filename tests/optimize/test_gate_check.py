@@ -9,7 +9,7 @@ import pytest
 from optimize.calibration import fit_joint_thresholds
 from optimize.errors import CompileError
 from optimize.gate_check import _similarity_weight, cross_validate_gate_and_check, fit_gate_and_check
-from optimize.gate_check import rows_from_manifests
+from optimize.gate_check import RecordedRows
 
 
 def test_the_weighted_score_separates_what_two_thresholds_cannot():
@@ -87,50 +87,50 @@ def manifest(path, stages, embedder="emb-a"):
     return path
 
 
-def test_rows_from_manifests_pools_one_stage_over_several_runs(tmp_path):
+def test_recorded_rows_pool_one_stage_over_several_runs(tmp_path):
     a = manifest(tmp_path / "train.manifest.json", {"stated": {"rows": noisy_rows(10, 1)}})
     b = manifest(tmp_path / "dev.manifest.json", {"stated": {"rows": noisy_rows(6, 2), "embedder": "emb-a"},
                                                   "stated@emb-b@zh": {"rows": noisy_rows(4, 3)}})
-    rows_for = rows_from_manifests([a, b])
+    rows_for = RecordedRows([a, b])
     assert rows_for("stated", "emb-a") == noisy_rows(10, 1) + noisy_rows(6, 2)
     assert rows_for.sources == [str(a), str(b)]
     with pytest.raises(CompileError, match=r"train.manifest.json: no 'stated@emb-b@zh' stage \(stated stages: stated\)"):
         rows_for("stated@emb-b@zh", "emb-b")
-    assert rows_from_manifests([b])("stated@emb-b@zh", "emb-b") == noisy_rows(4, 3)  # the key names the embedder
+    assert RecordedRows([b])("stated@emb-b@zh", "emb-b") == noisy_rows(4, 3)  # the key names the embedder
 
 
 def test_rows_on_another_embedder_or_malformed_are_refused_naming_the_file(tmp_path):
     other = manifest(tmp_path / "minilm.manifest.json", {"stated": {"rows": noisy_rows(4)}}, embedder="minilm")
     with pytest.raises(CompileError, match="minilm.manifest.json: its 'stated' similarities are on 'minilm', this "
                                            "retriever's are on 'e5-small'"):
-        rows_from_manifests([other])("stated", "e5-small")
+        RecordedRows([other])("stated", "e5-small")
     bad = manifest(tmp_path / "bad.manifest.json", {"stated": {"rows": [
         {"p_stated": 0.5, "top_similarity": 0.7, "answerable": True},
         {"p_stated": 1.5, "top_similarity": 0.7, "answerable": False}]}})
     with pytest.raises(CompileError, match=r"bad.manifest.json 'stated': row 2 is not"):
-        rows_from_manifests([bad])("stated", "emb-a")
+        RecordedRows([bad])("stated", "emb-a")
     empty = manifest(tmp_path / "empty.manifest.json", {"stated": {"n": 0}})
     with pytest.raises(CompileError, match="empty.manifest.json 'stated': no rows recorded"):
-        rows_from_manifests([empty])("stated", "emb-a")
+        RecordedRows([empty])("stated", "emb-a")
     with pytest.raises(CompileError, match="missing.json: cannot read a compile manifest"):
-        rows_from_manifests([tmp_path / "missing.json"])
+        RecordedRows([tmp_path / "missing.json"])
     (tmp_path / "artifact.json").write_text('{"thresholds": {}}', encoding="utf-8")
     with pytest.raises(CompileError, match="artifact.json: not a compile manifest with calibration stages"):
-        rows_from_manifests([tmp_path / "artifact.json"])
+        RecordedRows([tmp_path / "artifact.json"])
 
 
 def test_a_set_s_rows_are_read_from_a_run_whose_main_set_was_on_that_embedder(tmp_path):
     e5 = manifest(tmp_path / "e5.manifest.json", {"stated": {"rows": noisy_rows(8, 5), "language": "en"}},
                   embedder="e5-small")
-    assert rows_from_manifests([e5])("stated@e5-small@en", "e5-small") == noisy_rows(8, 5)
+    assert RecordedRows([e5])("stated@e5-small@en", "e5-small") == noisy_rows(8, 5)
     with pytest.raises(CompileError, match="no 'stated@e5-small@zh' stage"):  # recorded in English
-        rows_from_manifests([e5])("stated@e5-small@zh", "e5-small")
+        RecordedRows([e5])("stated@e5-small@zh", "e5-small")
     run = tmp_path / "run.manifest.json"  # an older manifest: the run's language, not the stage's
     run.write_text(json.dumps({"language": "en", "calibration": {"thresholds": {"similarity_embedder": "e5-small"},
                                                                  "stages": {"stated": {"rows": noisy_rows(8, 5)}}}}))
-    assert rows_from_manifests([run])("stated@e5-small@en", "e5-small") == noisy_rows(8, 5)
+    assert RecordedRows([run])("stated@e5-small@en", "e5-small") == noisy_rows(8, 5)
     with pytest.raises(CompileError, match="no 'stated@e5-small@zh' stage"):
-        rows_from_manifests([run])("stated@e5-small@zh", "e5-small")
+        RecordedRows([run])("stated@e5-small@zh", "e5-small")
     minilm = manifest(tmp_path / "minilm.manifest.json", {"stated": {"rows": noisy_rows(8, 5)}}, embedder="minilm")
     with pytest.raises(CompileError, match="no 'stated@e5-small@en' stage"):  # another scale
-        rows_from_manifests([minilm])("stated@e5-small@en", "e5-small")
+        RecordedRows([minilm])("stated@e5-small@en", "e5-small")
