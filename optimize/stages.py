@@ -151,7 +151,11 @@ def e2e_knowledge_base(knowledge_base: Callable[[str], Any], datasets_dir: Path,
     reporter = reporter or Reporter()
     kb = knowledge_base(corpus)
     if kb.is_empty():
-        docs = sources.corpus_documents(corpus, datasets_dir)
+        try:
+            docs = sources.corpus_documents(corpus, datasets_dir)
+        except FileNotFoundError as exc:  # a checkout without the public datasets beside it
+            raise CompileError(f"the {corpus!r} collection is empty and its corpus is missing: {exc.filename} "
+                               "(set SELFRAG_DATASETS to the datasets folder)") from None
         reporter.log(f"building the {corpus!r} collection from {len(docs)} documents (once)")
         kb.add_documents(docs)
     return kb
