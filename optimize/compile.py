@@ -31,7 +31,7 @@ from optimize.calibrate import DEFAULT_VERIFIED_PRECISION, calibrate
 from optimize.gate_check import StatedRows
 from optimize.derived_data import derived_loader, read_manifest
 from optimize.errors import CompileError
-from optimize.eval_examples import balanced
+from optimize.eval_examples import balanced_after
 from optimize.judgements import SEED, STAGES, SplitLoader, parse_judgements
 from optimize.manifest import build_manifest
 from optimize.optimizers import MIPRO_NEEDS_OPTUNA, OPTIMIZERS, has_optuna
@@ -112,7 +112,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                     similarity_false_abstention: float = DEFAULT_SIMILARITY_FALSE_ABSTENTION,
                     teacher_lm: Any = None, language: str = "en",
                     retriever_of: Callable[[Any], Any] | None = None, calibrate_split: str = "train",
-                    stated_rows: StatedRows | None = None) -> CompileResult:
+                    stated_rows: StatedRows | None = None, calibrate_skip: int = 0) -> CompileResult:
     """Compile SelfRAG's judgements (and end to end with ``e2e``) and write the artifact and its manifest.
 
     Args:
@@ -146,6 +146,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         language: ``en``, or ``zh``: the Chinese sets (``relevance_zh``..., ``qa_zh``; :func:`optimize.splits.language_loader`)
             and the ``cmrc-qa`` collection for the end-to-end and calibrate stages.
         calibrate_split: the split the calibrate stages read (``train``; ``dev`` records dev rows).
+        calibrate_skip: the stated and answer stages start after this many of their balanced ``qa_en``
+            questions (an earlier calibration asked them: its rows are pooled with ``stated_rows``).
         stated_rows: rows of earlier calibrations to fit the stated stage on
             (:class:`optimize.gate_check.RecordedRows`; no check call).
         retriever_of: knowledge base → its retriever for that collection (``selfrag compile`` passes
@@ -205,7 +207,11 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
             program.retriever = e2e_retriever(knowledge_base, Path(datasets_dir), reporter, corpus, retriever_of)
         sizes = {"stated": 24, "answer": 24, **calibrate_sizes}
         qa_n = max(sizes["stated"], sizes["answer"])  # the stated and answer stages share balanced qa_en examples
-        answer_examples = balanced(list(loader("qa_en", calibrate_split)), qa_n) if qa_n else None
+        answer_examples = (balanced_after(list(loader("qa_en", calibrate_split)), calibrate_skip, qa_n)
+                           if qa_n else None)
+        if qa_n and calibrate_skip and not answer_examples:
+            raise CompileError(f"--cal-skip {calibrate_skip}: the {calibrate_split} split has no qa_en question "
+                               "after those")
         with dspy.context(callbacks=[*dspy.settings.get("callbacks", []), meter]):  # the manifest's cost counts it
             calibration = calibrate(program, loader=loader, out_dir=out_dir / f"{name}.calibration",
                                     answer_objective=answer_objective, answer_examples=answer_examples,
@@ -220,6 +226,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                               teacher=teacher_lm)
     manifest["language"] = language
     if calibration is not None:
+        if calibrate_skip:
+            calibration["qa_skipped"] = calibrate_skip
         if stated_rows is not None:
             calibration["stated_rows_from"] = list(getattr(stated_rows, "sources", []))
         manifest["calibration"] = calibration

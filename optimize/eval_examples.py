@@ -35,6 +35,19 @@ def balanced(examples: Sequence[Any], limit: int | None, unanswerable: float = 0
     within each kind; all examples (file order) when ``limit`` is None."""
     if limit is None or limit >= len(examples):
         return list(examples)
+    return _interleaved(examples, limit, unanswerable)
+
+
+def balanced_after(examples: Sequence[Any], skip: int, limit: int, unanswerable: float = 0.5) -> list[Any]:
+    """The ``limit`` examples that follow the first ``skip`` of :func:`balanced`'s order (fewer at the end):
+    ``balanced(examples, skip)`` + this = the interleaved order of ``skip + limit`` examples, so rows recorded
+    on the first ``skip`` questions and on these never overlap — the whole split included."""
+    if skip <= 0:
+        return balanced(examples, limit, unanswerable)
+    return _interleaved(examples, min(skip + limit, len(examples)), unanswerable)[skip:]
+
+
+def _interleaved(examples: Sequence[Any], limit: int, unanswerable: float) -> list[Any]:
     yes = [e for e in examples if field_value(e, "answerable", True)]
     no = [e for e in examples if not field_value(e, "answerable", True)]
     out: list[Any] = []

@@ -74,6 +74,10 @@ def compile_cmd(
     cal_split: Annotated[str, typer.Option(
         "--cal-split", help="The labelled split the calibrate stages read: train, or dev (e.g. to record dev rows "
                             "for --stated-rows).")] = "train",
+    cal_skip: Annotated[int, typer.Option(
+        "--cal-skip", min=0, help="Start the stated and answer stages after this many of their balanced qa_en "
+                                  "questions (an earlier calibration asked them; pool its rows with "
+                                  "--stated-rows).")] = 0,
     stated_rows: Annotated[Optional[list[Path]], typer.Option(
         "--stated-rows", help="Fit the stated stage (gate + answer check) on the rows these compile manifests "
                               "recorded, pooled (repeatable; no LM call; --cal-stated is not used).")] = None,
@@ -118,6 +122,8 @@ def compile_cmd(
         fail(f"--parallel must be >= 1, got {parallel}", 2)
     if cal_split not in ("train", "dev"):
         fail(f"--cal-split must be train or dev, got {cal_split!r}", 2)
+    if cal_skip and not calibrate:
+        fail("--cal-skip applies to the calibrate stage: add --calibrate", 2)
     if stated_rows and not calibrate:
         fail("--stated-rows refits the calibrate stage: add --calibrate", 2)
     if teacher is not None and (not teacher.strip() or teacher.strip() == "litellm"):
@@ -162,6 +168,7 @@ def compile_cmd(
                 result = compile_program(settings, **common, calibrate_sizes=sizes, answer_objective=objective,
                                          verified_precision=verified_precision, retriever=retriever,
                                          calibrate_split=cal_split, stated_rows=recorded_rows,
+                                         calibrate_skip=cal_skip,
                                          similarity_false_abstention=similarity_false_abstention, **request)
             else:  # built as `selfrag eval` builds it, compiled end to end
                 result = compile_strategy_program(

@@ -42,6 +42,8 @@ def test_cli_compile_writes_the_artifact_and_prints_the_table(cli_lm, tmp_path):
     (["--answer-objective", "max-false-abstention=0.1@1.5"], "--answer-objective must be"),
     (["--answer-objective", "max-false-abstention=x@0.9"], "--answer-objective must be"),
     (["--calibrate", "--cal-split", "test"], "--cal-split must be train or dev, got 'test'"),
+    (["--cal-skip", "160"], "--cal-skip applies to the calibrate stage: add --calibrate"),
+    (["--calibrate", "--cal-skip", "-1"], "Invalid value for '--cal-skip'"),
     (["--stated-rows", "x.manifest.json"], "--stated-rows refits the calibrate stage: add --calibrate"),
     (["--calibrate", "--judgement", "none", "--stated-rows", "nowhere.manifest.json"],
      "--stated-rows nowhere.manifest.json: cannot read a compile manifest"),

@@ -14,6 +14,7 @@ from dspy.lm15 import Message, Response, TextPart, Usage
 
 from optimize.compile import compile_program
 from optimize.errors import CompileError
+from optimize.eval_examples import balanced
 from optimize.judgements import parse_judgements, runtime_view, sample_split
 from optimize.metrics import relevance_accuracy, support_accuracy
 from optimize.optimizers import feedback_metric, make_optimizer
@@ -402,6 +403,28 @@ def test_calibrate_only_starts_from_an_artifact_and_saves_thresholds(tmp_path):
     assert calibration["stages"].keys() == {"retrieve", "relevance", "answer"}
     assert calibration["stages"]["answer"] == payload["manifest"]["calibration"]["stages"]["answer"]
     assert calibration["thresholds"]["answer"] == payload["thresholds"]["answer"]
+
+
+def test_cal_skip_starts_the_qa_stages_after_the_questions_an_earlier_calibration_asked(tmp_path):
+    """--cal-skip N: the stated / answer stages take the balanced qa_en questions after the first N (rows to
+    pool with an earlier calibration's), and the manifest says so; past the split's end is a CompileError."""
+    script = judge_script(generate_answer={"answer": "80 km", "citations": [1], "answerable": True})
+    lms, engine = fake_lms(script)
+    retriever = ListRetriever([passage("heron", "The Heron range is 80 km on the Eco setting model.")])
+    result = compile_program(Settings(), splits_dir=SPLITS, judgements="none", name="skip", out_dir=tmp_path,
+                             lms=lms, retriever=retriever, calibrate_skip=3, answer_objective="accuracy",
+                             calibrate_sizes={"retrieve": 0, "relevance": 0, "stated": 0, "answer": 4})
+    asked = {inputs["question"] for _, inputs in engine.calls if "question" in inputs}
+    qa = [ex.question for ex in balanced(list(LOAD("qa_en", "train")), 7)]
+    assert asked == set(qa[3:]) and not asked & set(qa[:3])
+    assert read_artifact(result.artifact)["manifest"]["calibration"]["qa_skipped"] == 3
+
+    lms, engine = fake_lms(script)
+    with pytest.raises(CompileError, match="--cal-skip 100000: the train split has no qa_en question after those"):
+        compile_program(Settings(), splits_dir=SPLITS, judgements="none", name="past", out_dir=tmp_path, lms=lms,
+                        retriever=retriever, calibrate_skip=100000,
+                        calibrate_sizes={"retrieve": 0, "relevance": 0, "stated": 0, "answer": 4})
+    assert engine.calls == []
 
 
 def test_nothing_to_compile_mentions_calibrate(tmp_path):

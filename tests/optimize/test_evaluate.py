@@ -287,6 +287,17 @@ def test_balanced_alternates_answerable_and_unanswerable():
     assert [e.id for e in eval_examples.balanced(EXAMPLES[:3], 2)] == ["q1", "q2"]
 
 
+def test_balanced_after_continues_the_interleaved_order_to_the_end_of_the_split():
+    # the first two balanced picks are q1, q4; what follows them never repeats one, the whole split included
+    # (a file-order slice of all five would give q3, q4, q5: q4 twice)
+    assert [e.id for e in eval_examples.balanced(EXAMPLES, 2)] == ["q1", "q4"]
+    assert [e.id for e in eval_examples.balanced_after(EXAMPLES, 2, 3)] == ["q2", "q5", "q3"]
+    assert [e.id for e in eval_examples.balanced_after(EXAMPLES, 2, 1)] == ["q2"]
+    assert [e.id for e in eval_examples.balanced_after(EXAMPLES, 4, 9)] == ["q3"]
+    assert eval_examples.balanced_after(EXAMPLES, 5, 3) == []
+    assert eval_examples.balanced_after(EXAMPLES, 0, 9) == eval_examples.balanced(EXAMPLES, 9)
+
+
 DOCS = [("The Zephyr bridge opened in 1931.", {"doc_id": "d1", "title": "Zephyr"}),
         ("Acme was founded by Jane Roe.", {"doc_id": "d2", "title": "Acme"}),
         ("Oda trout are silver blue.", {"doc_id": "d3", "title": "Oda"})]
