@@ -328,6 +328,8 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
         fitted = thresholds_for(start, embedder, language)
     # the stages run with this calibration's set in force (a per-language set is otherwise picked by each
     # question's language: stated rows reused from a manifest ask none)
+    if other_set and out_dir is not None:  # the set's plots beside the main set's, not over them
+        out_dir = out_dir / key
     original = getattr(program, "compiled_thresholds", None)
     if fitted is not start:
         program.compiled_thresholds = fitted

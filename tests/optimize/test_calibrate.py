@@ -191,6 +191,10 @@ def test_calibrating_over_another_embedder_keeps_the_gate_and_stores_a_set_for_i
     assert 0.4 < own["similarity"] <= 0.6 and own["stated_similarity_weight"] == 0.0 and own["stated"] == 0.45
     assert program.compiled_thresholds == Thresholds(**th) and program.gate_threshold == own["similarity"]
     assert list(report["stages"]) == ["similarity@emb-a"]  # the set's report, beside the main set's in a manifest
+    # and its plot beside the main set's, in the set's own folder (the main set's plot is not overwritten)
+    assert report["stages"]["similarity@emb-a"]["reliability_png"] == str(tmp_path / "emb-a" / "reliability-similarity.png")
+    assert (tmp_path / "emb-a" / "reliability-similarity.png").is_file()
+    assert not (tmp_path / "reliability-similarity.png").exists()
     assert engine.calls == []
     # a second run over emb-a starts from its own set and replaces it
     report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, similarity=10, stated=0,
