@@ -86,14 +86,21 @@ def _abstention(scores: list[float], labels: list[bool], bound: float) -> float:
 
 
 def _cv_combined(cols: list[list[float]], labels: list[bool]) -> list[float]:
+    """A logistic regression's 5-fold cross-validated P(answerable) from the signals ``cols``, fitted on
+    standardised signals (as calibrate fits the check's weight, ``optimize/gate_check.py``): on the raw
+    ones the penalty shrinks the large coefficient of a signal spread over a few hundredths (an embedder's
+    cosines) most, and a combination could score below its best member."""
     import numpy as np
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
 
     x = np.array(cols, dtype=float).T
     folds = StratifiedKFold(n_splits=max(2, min(5, sum(labels), len(labels) - sum(labels))), shuffle=True,
                             random_state=0)
-    return list(cross_val_predict(LogisticRegression(), x, labels, cv=folds, method="predict_proba")[:, 1])
+    model = make_pipeline(StandardScaler(), LogisticRegression())
+    return list(cross_val_predict(model, x, labels, cv=folds, method="predict_proba")[:, 1])
 
 
 def make_demos(program, examples, per_label: int, window: int = 300) -> list[dspy.Example]:

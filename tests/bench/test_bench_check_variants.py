@@ -59,3 +59,17 @@ def test_the_variants_are_label_judgements_the_soft_scores_can_read(bench):
     assert label_values(bench.CheckAnswerQuoted.output_fields["stated"].annotation) == ("yes", "no")
     assert list(bench.CheckAnswerQuoted.output_fields) == ["quote", "stated"]  # the quote comes first
     assert label_values(bench.PointToAnswer.output_fields["passage"].annotation)[0] == "none"
+
+
+def test_a_combination_weighs_a_narrow_scale_signal_as_much_as_a_wide_one(bench):
+    """An embedder's cosines spread over a few hundredths: fitted on raw values, the penalty shrinks their
+    coefficient and the combination ranks below the cosine alone; on standardised signals it does not."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    labels = [bool(i % 2) for i in range(200)]
+    cosine = [0.85 + (0.01 if y else -0.01) + 0.006 * rng.standard_normal() for y in labels]  # strong, narrow
+    noise = list(rng.uniform(0.0, 1.0, size=200))  # wide, uninformative
+    alone, combined = bench._auc(cosine, labels), bench._auc(bench._cv_combined([cosine, noise], labels), labels)
+    assert alone > 0.9
+    assert combined > alone - 0.03
