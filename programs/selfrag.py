@@ -19,7 +19,9 @@ the web when allowed, else abstain (``answer_not_stated``) — no draft or suppo
 Above the compiled ``verified`` threshold (P(stated) > it; default 1.0, never) the check stands in for
 the support judge on the draft from the checked passages: no support call, its confidence is P(stated)
 (trace step ``support_verified``). On ClapNQ dev the support judge's verdicts barely separate right
-answers from hallucinated ones (AUC 0.62) while costing 40% of the prompt tokens.
+answers from hallucinated ones (AUC 0.62) while costing 40% of the prompt tokens; on the drafts a check fitted
+with the e5 similarity lets through, not at all (AUC 0.51 dev, 0.64 train; ``bench/bench_support_judge.py``), so
+the shipped English e5 set has ``verified`` 0: the check stands in on every draft it lets through.
 
 Before grading, a knowledge-base round whose passages are all far from the query (their best dense
 similarity below the compiled ``similarity`` threshold, fitted for the collection's embedder; default 0,

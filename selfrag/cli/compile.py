@@ -70,7 +70,8 @@ def compile_cmd(
     verified_precision: Annotated[float, typer.Option(
         "--verified-precision", min=0.0, max=1.0,
         help="Fit the verified threshold (skip the support judge when the answer check is surer) so that this "
-             "share of the questions above it is answerable.")] = 0.9,
+             "share of the questions above it is answerable (0: the check stands in for the support judge on "
+             "every draft it lets through).")] = 0.9,
     cal_split: Annotated[str, typer.Option(
         "--cal-split", help="The labelled split the calibrate stages read: train, or dev (e.g. to record dev rows "
                             "for --stated-rows).")] = "train",

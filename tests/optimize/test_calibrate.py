@@ -129,6 +129,17 @@ def test_without_a_verified_precision_the_support_judge_keeps_running():
     assert engine.count("judge_support") == 3
 
 
+def test_a_verified_precision_of_zero_lets_the_check_stand_in_for_the_support_judge_on_every_draft():
+    # for a model whose support judge does not separate the questions that pass the check (ClapNQ dev: ROC AUC
+    # 0.44 against answerable, 0.51 against a right answer), the check alone decides: verified 0
+    program, engine = answer_program()
+    report = calibrate(program, loader=lambda task, split: SPLITS[(task, split)], retrieve=0, relevance=0,
+                       verified_precision=0.0, answer_objective=("max_false_abstention", 0.1))
+    assert report["thresholds"]["verified"] == 0.0
+    assert report["stages"]["answer"]["reached_a_candidate"] == 3
+    assert engine.count("generate_answer") == 3 and engine.count("judge_support") == 0
+
+
 def test_the_default_objective_keeps_a_margin_that_three_answerable_questions_cannot_pay_for():
     # the default bounds false abstention by its upper confidence bound: with 3 answerable questions even
     # 0 of 3 leaves it above 0.1, so the check's threshold stays at 0 (abstain on nothing) and all draft
