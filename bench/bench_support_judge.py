@@ -11,7 +11,8 @@ judge on every draft (``verified`` 0, ``selfrag compile --verified-precision 0``
 first draft — answered when P(stated) reaches the answer threshold (that draft's confidence), else abstained —
 and costs the calls before the judge. The replay is exact for abstention, calls and tokens (greedy decoding:
 the steps before the judge are the same); F1 of a changed answer needs the gold answers (``--qa``: the QA
-file the run was made from; the ClapNQ dev answers otherwise), else it is left out and counted.
+file the run was made from; else the dev answers of the run's dataset, ClapNQ or CMRC), else it is left out
+and counted.
 """
 
 from __future__ import annotations
@@ -100,14 +101,16 @@ def replay(rows: list[dict[str, Any]], answer_threshold: float, gold: dict[str, 
             "actual": summary(out["actual"]), "replayed": summary(out["replayed"])}
 
 
-def _gold(qa: str | None) -> dict[str, list[str]]:
+def _gold(qa: str | None, dataset: str = "clapnq") -> dict[str, list[str]]:
+    """Gold answers by question id: of the QA file ``qa``, else of the dev split of the run's ``dataset``."""
     if qa:
         return {str(d["id"]): list(d.get("answers") or []) for d in map(json.loads, Path(qa).read_text().splitlines())
                 if d.get("id") is not None}
     from optimize.splits import load_split
     from selfrag import paths
 
-    return {str(e.id): list(e.answers) for e in load_split("qa_en", "dev", paths.splits_dir())}
+    task = "qa_zh" if dataset == "cmrc" else "qa_en"
+    return {str(e.id): list(e.answers) for e in load_split(task, "dev", paths.splits_dir())}
 
 
 def _answer_threshold(run_dir: Path) -> float:
@@ -129,7 +132,6 @@ def main() -> None:
     ap.add_argument("--reports", default="reports")
     ap.add_argument("--qa", default="", help="the QA file the runs were made from (gold answers of changed drafts)")
     args = ap.parse_args()
-    gold = _gold(args.qa or None)
     print("| run | questions | support judged | AUC vs answerable | AUC vs right answer | support's share of prompt "
           "tokens | as run: abstention / false abst. / F1 / tokens / calls | check standing in: abstention / "
           "false abst. / F1 / tokens / calls |")
@@ -137,7 +139,8 @@ def main() -> None:
     for run in args.runs:
         run_dir = Path(args.reports) / run
         rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
-        r = replay(rows, _answer_threshold(run_dir), gold)
+        dataset = json.loads((run_dir / "config.json").read_text()).get("dataset", "clapnq")
+        r = replay(rows, _answer_threshold(run_dir), _gold(args.qa or None, dataset))
 
         def fmt(s: dict[str, float]) -> str:
             return (f"{s['abstention']:.2f} / {s['false_abstention']:.2f} / {s['f1']:.3f} / {s['tokens']:,.0f} / "
