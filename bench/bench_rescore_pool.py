@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from bench_check_variants import _auc
-from bench_retrieval_signals import cv_threshold
+from bench_retrieval_signals import cv_threshold, e2e_setup
 
 READ = 3  # the passages one draft and the answer check read (program.draft_passages)
 
@@ -75,18 +75,11 @@ def main() -> None:
         report(json.loads(Path(args.from_rows).read_text()), pools, args.max_false_abstention)
         return
 
-    from selfrag.paths import offline_environment
-
-    offline_environment()
+    _, retriever = e2e_setup("en")
     from optimize.eval_examples import balanced
     from optimize.splits import load_split
-    from optimize.stages import E2E_COLLECTION, e2e_retriever
-    from selfrag import paths, wiring
-    from selfrag.settings import resolve
+    from selfrag import paths
 
-    settings = resolve({})
-    retriever = e2e_retriever(lambda name: wiring.build_knowledge_base(settings, collection=name),
-                              paths.datasets_dir(), None, E2E_COLLECTION, lambda kb: wiring.build_retriever(settings, kb))
     rows, start = [], time.perf_counter()
     for split in args.splits.split(","):
         for ex in balanced(balanced(load_split("qa_en", split, paths.splits_dir()), None), args.limit):

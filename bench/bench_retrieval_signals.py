@@ -171,6 +171,24 @@ def report(rows: list[dict], bound: float) -> None:
         print(f"| {name} | {auc:.3f} | {abstain:.2f} | {cv_abstain:.2f} | {cv_false:.2f} |")
 
 
+def e2e_setup(language: str = "en") -> tuple[object, object]:
+    """The default settings (offline) and the retriever the program's first round uses over the e2e collection
+    (``en``: ClapNQ + distractors; ``zh``: ``cmrc-qa``), built as ``selfrag eval`` builds it."""
+    from selfrag.paths import offline_environment
+
+    offline_environment()
+    from optimize.records_zh import QA_CORPUS
+    from optimize.stages import E2E_COLLECTION, e2e_retriever
+    from selfrag import paths, wiring
+    from selfrag.settings import resolve
+
+    settings = resolve({})
+    retriever = e2e_retriever(lambda name: wiring.build_knowledge_base(settings, collection=name),
+                              paths.datasets_dir(), None, QA_CORPUS if language == "zh" else E2E_COLLECTION,
+                              lambda kb: wiring.build_retriever(settings, kb))
+    return settings, retriever
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--split", default="train")
@@ -187,20 +205,11 @@ def main() -> None:
         report(json.loads(Path(args.from_rows).read_text()), args.max_false_abstention)
         return
 
-    from selfrag.paths import offline_environment
-
-    offline_environment()
     from optimize.eval_examples import balanced
     from optimize.splits import load_split
-    from optimize.records_zh import QA_CORPUS
-    from optimize.stages import E2E_COLLECTION, e2e_retriever
-    from selfrag import paths, wiring
-    from selfrag.settings import resolve
+    from selfrag import paths
 
-    settings = resolve({})
-    retriever = e2e_retriever(lambda name: wiring.build_knowledge_base(settings, collection=name),
-                              paths.datasets_dir(), None, QA_CORPUS if args.language == "zh" else E2E_COLLECTION,
-                              lambda kb: wiring.build_retriever(settings, kb))
+    settings, retriever = e2e_setup(args.language)
     embedder = getattr(getattr(retriever, "dense", retriever), "embedder")
     other = None
     if args.embedder:
