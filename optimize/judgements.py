@@ -15,7 +15,7 @@ A judgement is compiled as a one-predictor :class:`JudgementModule` around a cop
 predictor; :func:`copy_predictor_state` puts the result back. The labelled examples are shown to the
 judge the way the program shows them at run time: a relevance passage becomes ``[1] (title) «text»``
 and support passages ``[n] «text»`` (:func:`runtime_view`), each cut to the window around the question's
-terms that the program shows (``passage_chars``, 450 by default), so compiled demos look like the prompts
+terms that the program shows (``passage_chars``, 900 by default), so compiled demos look like the prompts
 they will sit in — and cost what those passages cost (an unwindowed 1,600-character demo passage made
 every support call ~280 prompt tokens longer, with the same dev accuracy once windowed).
 """

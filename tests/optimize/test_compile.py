@@ -22,6 +22,7 @@ from optimize.splits import load_split
 from optimize.stages import e2e_retriever
 from programs.artifacts import load_state_into, read_artifact, signature_hash
 from programs.selfrag import SelfRAG
+from programs.settings import ProgramSettings
 from selfrag import paths
 from selfrag.settings import Settings
 from tests.fakes import ROLES, ListRetriever, ScriptedEngine, _inputs, _output_fields, _system_text, passage
@@ -324,10 +325,12 @@ def test_examples_are_shown_as_the_program_shows_passages():
                        .with_inputs("question", "passages", "answer"), "support")
     assert sup.passages == "[1] «One.»\n[2] «Two.»"
     # a long passage is shown as the window around the question's terms, as at run time
-    long = " ".join(["filler words here."] * 60) + " The Zephyr bridge opened in 1931. " + " ".join(["more."] * 80)
+    window = ProgramSettings().passage_chars
+    long = (" ".join(["filler words here."] * (window // 9)) + " The Zephyr bridge opened in 1931. "
+            + " ".join(["more."] * (window // 5)))
     shown = runtime_view(dspy.Example(question="When did the Zephyr bridge open?", passages=f"[1] {long}", answer="1931")
                          .with_inputs("question", "passages", "answer"), "support").passages
-    assert "opened in 1931" in shown and len(shown) <= 450 + 20
+    assert len(long) > 2 * window and "opened in 1931" in shown and len(shown) <= window + 20
     train = sample_split("relevance", "train", 5, LOAD)
     assert len(train) == 5 and all(ex.passage.startswith("[1]") for ex in train)
     assert [ex.id for ex in train] == [ex.id for ex in sample_split("relevance", "train", 5, LOAD)]  # seeded
