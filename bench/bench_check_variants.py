@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_check_variants.py [--limit 80] [--split train] [--profile local]
                                                    [--program ARTIFACT] [--max-false-abstention 0.1]
-                                                   [--variants stated,quote,point,demos] [--demos 2]
+                                                   [--variants stated,quote,point,demos,each] [--demos 2]
                                                    [--rows OUT.json | --from-rows OUT.json]
 
 The answer check (``CheckAnswerStated``: "do the passages state the answer?", yes/no) is the one LM
@@ -18,12 +18,15 @@ whether another form of the check separates better:
 * ``point`` — name the passage that states the answer or "none": 1 − P(none);
 * ``demos`` — the shipped check with few-shot demos (``--demos N`` of each label: questions from the split
   after the measured ones, a stated demo shows the window of a gold passage that holds the answer, a
-  not-stated demo the top passage of an unanswerable question), what compiling the check could add.
+  not-stated demo the top passage of an unanswerable question), what compiling the check could add;
+* ``each`` — the shipped check asked once per passage, each call reading that passage alone: the highest
+  P(yes) (whether a small model tells better with one passage than with three; one call per passage).
 
 It prints per signal the ROC AUC, the best abstention on unanswerable questions at false abstention ≤
 the bound (threshold chosen on these questions: optimistic), and for each LM signal combined with the
 top similarity by a logistic regression, the same figures out of sample (5-fold cross-validated
-predictions). Plus LM calls and prompt tokens per variant. Each variant is one critic call per question.
+predictions). Plus LM calls and prompt tokens per variant. Each variant is one critic call per question
+(``each``: one per passage).
 """
 
 from __future__ import annotations
@@ -167,7 +170,7 @@ def main() -> None:
     split = balanced(load_split("qa_en", args.split, paths.splits_dir()), None)
     examples = balanced(split, args.limit)
     variants = {"stated": (program.check_answer, "stated"), "quote": (dspy.Predict(CheckAnswerQuoted), "stated"),
-                "point": (dspy.Predict(PointToAnswer), "passage")}
+                "point": (dspy.Predict(PointToAnswer), "passage"), "each": (program.check_answer, "stated")}
     if "demos" in chosen:
         with_demos = program.check_answer.deepcopy()
         with_demos.demos = make_demos(program, [ex for ex in split if ex not in examples], args.demos)
@@ -185,6 +188,12 @@ def main() -> None:
         evidence = program._evidence(first, ex.question)
         for name, (predictor, field) in variants.items():
             t = Tracer()
+            if name == "each":
+                row["each_list"] = per_passage_scores(program, t, predictor, ex.question, first)
+                row[name] = max((p for p in row["each_list"] if p is not None), default=None)
+                cost[name][0] += t.usage.lm_calls
+                cost[name][1] += t.usage.prompt_tokens
+                continue
             pred, _ = program._critic(t, f"check_{name}", predictor, field, question=ex.question, passages=evidence)
             cost[name][0] += t.usage.lm_calls
             cost[name][1] += t.usage.prompt_tokens
@@ -204,7 +213,22 @@ def main() -> None:
     report(rows, cost, args.max_false_abstention)
 
 
-LM_SIGNALS = ("stated", "quote", "point", "demos")
+LM_SIGNALS = ("stated", "quote", "point", "demos", "each")
+
+
+def per_passage_scores(program, tracer, predictor, question: str, passages: list) -> list[float | None]:
+    """P(yes) of ``predictor`` (the answer check) asked about each of ``passages`` alone, shown as the
+    program shows evidence (numbered [1], the window around the question's terms); None for a call that
+    failed (recorded on ``tracer`` as the program records a critic's failure)."""
+    from programs.judging import field_labels, soft_of
+
+    scores = []
+    for passage in passages:
+        evidence = program._evidence([passage], question)
+        pred, _ = program._critic(tracer, "check_each", predictor, "stated", question=question, passages=evidence)
+        soft = soft_of(pred, "stated", field_labels(predictor, "stated"))
+        scores.append(None if soft is None else soft.p("yes"))
+    return scores
 
 
 def signal_table(rows: list[dict], bound: float) -> list[tuple[str, float, float]]:

@@ -73,3 +73,34 @@ def test_a_combination_weighs_a_narrow_scale_signal_as_much_as_a_wide_one(bench)
     alone, combined = bench._auc(cosine, labels), bench._auc(bench._cv_combined([cosine, noise], labels), labels)
     assert alone > 0.9
     assert combined > alone - 0.03
+
+
+def test_the_each_variant_asks_the_check_about_each_passage_alone(bench):
+    """One critic call per passage, each shown only its own passage; a failed call scores None, and the row's
+    score is the highest P(yes) of the calls that answered."""
+    import dspy
+
+    from programs.tracing import Tracer
+    from signatures import CheckAnswerStated
+
+    class Program:
+        def __init__(self):
+            self.calls = []
+
+        def _evidence(self, passages, query=None):
+            return "\n".join(f"[{i + 1}] {p}" for i, p in enumerate(passages))
+
+        def _critic(self, tracer, name, predictor, field, **inputs):
+            self.calls.append((name, inputs["passages"]))
+            if "broken" in inputs["passages"]:
+                return None, None  # the program's record of a failed call
+            return dspy.Prediction(stated="yes" if "38 kg" in inputs["passages"] else "no"), None
+
+    program = Program()
+    predictor = dspy.Predict(CheckAnswerStated)
+    passages = ["The Heron is a cargo bike.", "The Heron weighs 38 kg.", "broken"]
+    scores = bench.per_passage_scores(program, Tracer(), predictor, "How heavy is the Heron?", passages)
+    assert scores == [0.0, 1.0, None]  # no log-probabilities: the decoded label has probability 1
+    assert [evidence for _, evidence in program.calls] == [f"[1] {p}" for p in passages]
+    assert {name for name, _ in program.calls} == {"check_each"}
+    assert "each" in bench.LM_SIGNALS
