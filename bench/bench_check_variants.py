@@ -3,7 +3,8 @@
     .venv/bin/python bench/bench_check_variants.py [--limit 80] [--split train] [--profile local]
                                                    [--program ARTIFACT] [--max-false-abstention 0.1]
                                                    [--variants stated,quote,point,demos,each] [--demos 2]
-                                                   [--rows OUT.json | --from-rows OUT.json]
+                                                   [--rows OUT.json | --from-rows OUT.json ...
+                                                    [--calibration MANIFEST ... [--stage stated@e5-small@en]]]
 
 The answer check (``CheckAnswerStated``: "do the passages state the answer?", yes/no) is the one LM
 signal that separates ClapNQ's answerable questions from its unanswerable ones (ROC AUC ~0.8; the
@@ -27,6 +28,13 @@ the bound (threshold chosen on these questions: optimistic), and for each LM sig
 top similarity by a logistic regression, the same figures out of sample (5-fold cross-validated
 predictions). Plus LM calls and prompt tokens per variant. Each variant is one critic call per question
 (``each``: one per passage).
+
+With ``--from-rows`` (repeatable: rows pooled) and ``--calibration`` (compile manifests whose stage ``--stage``
+recorded rows on the same questions: ``selfrag compile --calibrate --cal-stated N``), each row is paired with its
+question's calibration row (same label, the same P(stated) within 2e-4: the same check on the same passages) and
+every LM signal stands in for P(stated) in the rule calibrate fits — the similarity gate and the check's score
+weighted with the calibration's similarity (the re-scoring embedder's, as the program routes on it) — estimated
+5-fold at false abstention ≤ the bound held at ``--confidence`` (calibrate's default objective). No LM.
 """
 
 from __future__ import annotations
@@ -144,10 +152,20 @@ def main() -> None:
     ap.add_argument("--demos", type=int, default=2, help="demos of each label for the demos variant")
     ap.add_argument("--max-false-abstention", type=float, default=0.1)
     ap.add_argument("--rows", default="", help="write the per-question rows to this JSON file")
-    ap.add_argument("--from-rows", default="", help="report rows written by --rows (no LM, no retrieval)")
+    ap.add_argument("--from-rows", action="append", default=[],
+                    help="report rows written by --rows (repeatable: pooled; no LM, no retrieval)")
+    ap.add_argument("--calibration", action="append", default=[],
+                    help="with --from-rows: compile manifests whose calibration rows hold the same questions")
+    ap.add_argument("--stage", default="stated@e5-small@en", help="the manifests' calibration stage")
+    ap.add_argument("--confidence", type=float, default=0.8, help="the false abstention bound held at this level")
     args = ap.parse_args()
     if args.from_rows:
-        report(json.loads(Path(args.from_rows).read_text()), {}, args.max_false_abstention)
+        rows = [r for f in args.from_rows for r in json.loads(Path(f).read_text())]
+        report(rows, {}, args.max_false_abstention)
+        if args.calibration:
+            cal = [r for f in args.calibration
+                   for r in json.loads(Path(f).read_text())["calibration"]["stages"][args.stage]["rows"]]
+            report_rule(pair_with_calibration(rows, cal), args.max_false_abstention, args.confidence)
         return
     chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
     if not chosen or set(chosen) - set(LM_SIGNALS):
@@ -261,6 +279,49 @@ def report(rows: list[dict], cost: dict[str, list[int]], bound: float) -> None:
     print(f"\n{'variant':10} {'calls':>6} {'prompt tok/q':>13}")
     for name, (calls, tokens) in cost.items():
         print(f"{name:10} {calls:6d} {tokens / max(1, len(rows)):13.0f}")
+
+
+
+def pair_with_calibration(rows: list[dict], cal_rows: list[dict], tolerance: float = 2e-4) -> list[tuple[dict, dict]]:
+    """Each bench row with the calibration row of its question: the same label and the closest P(stated)
+    within ``tolerance`` (the same check on the same passages, greedy decoding), each calibration row used
+    once; a row without a match is left out."""
+    used: set[int] = set()
+    pairs = []
+    for row in rows:
+        if row.get("stated") is None:
+            continue
+        near = [(abs(c["p_stated"] - row["stated"]), i) for i, c in enumerate(cal_rows)
+                if i not in used and c.get("p_stated") is not None and bool(c["answerable"]) == bool(row["answerable"])
+                and abs(c["p_stated"] - row["stated"]) <= tolerance]
+        if near:
+            i = min(near)[1]
+            used.add(i)
+            pairs.append((row, cal_rows[i]))
+    return pairs
+
+
+def rule_table(pairs: list[tuple[dict, dict]], bound: float, confidence: float) -> list[tuple[str, float, float]]:
+    """(signal, abstention, false abstention) per LM signal of the rows, standing in for P(stated) in the gate
+    + weighted check calibrate fits, with the calibration rows' similarity: 5-fold, 5 shuffles."""
+    from optimize.gate_check import cross_validate_gate_and_check
+
+    out = []
+    for name in (n for n in LM_SIGNALS if pairs and n in pairs[0][0]):
+        checked = [{"p_stated": row[name], "top_similarity": cal["top_similarity"], "answerable": bool(cal["answerable"])}
+                   for row, cal in pairs]
+        cv = cross_validate_gate_and_check(checked, ("max_false_abstention", bound, confidence))
+        if cv is not None:
+            out.append((name, cv["abstention_unanswerable"], cv["false_abstention"]))
+    return out
+
+
+def report_rule(pairs: list[tuple[dict, dict]], bound: float, confidence: float) -> None:
+    print(f"\n{len(pairs)} questions paired with calibration rows; the calibrated rule (gate + weighted check), "
+          f"5-fold, false abstention ≤ {bound} at {confidence:g}\n")
+    print(f"{'signal as P(stated)':22} {'abstain':>8} {'false abst.':>12}")
+    for name, abstain, false in rule_table(pairs, bound, confidence):
+        print(f"{name:22} {abstain:8.2f} {false:12.3f}")
 
 
 if __name__ == "__main__":

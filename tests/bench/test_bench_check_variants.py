@@ -104,3 +104,29 @@ def test_the_each_variant_asks_the_check_about_each_passage_alone(bench):
     assert [evidence for _, evidence in program.calls] == [f"[1] {p}" for p in passages]
     assert {name for name, _ in program.calls} == {"check_each"}
     assert "each" in bench.LM_SIGNALS
+
+
+def test_bench_rows_pair_with_the_calibration_row_of_their_question(bench):
+    """Same label and the same P(stated) within the tolerance, each calibration row once; others left out."""
+    rows = [{"answerable": True, "stated": 0.81234, "each": 0.9},
+            {"answerable": False, "stated": 0.81234, "each": 0.2},  # same P, other label: its own row
+            {"answerable": True, "stated": 0.5, "each": 0.6},  # no calibration row this close
+            {"answerable": True, "stated": None, "each": 0.7}]  # a failed check: never paired
+    cal = [{"p_stated": 0.8124, "top_similarity": 0.9, "answerable": True},
+           {"p_stated": 0.8123, "top_similarity": 0.7, "answerable": False},
+           {"p_stated": 0.51, "top_similarity": 0.8, "answerable": True}]
+    pairs = bench.pair_with_calibration(rows, cal)
+    assert [(r["each"], c["top_similarity"]) for r, c in pairs] == [(0.9, 0.9), (0.2, 0.7)]
+
+
+def test_the_rule_table_scores_each_signal_as_the_calibrated_rule_would(bench):
+    """A signal that separates perfectly abstains on every unanswerable question without a false abstention out of
+    sample; an uninformative one cannot abstain much under the bound."""
+    pairs = []
+    for i in range(60):
+        answerable = i % 2 == 0
+        pairs.append(({"answerable": answerable, "stated": 0.9 if answerable else 0.1, "each": 0.5 + 0.001 * i},
+                      {"p_stated": 0.0, "top_similarity": 0.8, "answerable": answerable}))  # similarity: no information
+    table = {name: (abstain, false) for name, abstain, false in bench.rule_table(pairs, 0.1, 0.8)}
+    assert table["stated"] == (1.0, 0.0)
+    assert table["each"][0] < 0.5 and table["each"][1] <= 0.2
