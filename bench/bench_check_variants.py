@@ -44,7 +44,7 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import dspy
 
@@ -160,11 +160,10 @@ def main() -> None:
     ap.add_argument("--confidence", type=float, default=0.8, help="the false abstention bound held at this level")
     args = ap.parse_args()
     if args.from_rows:
-        rows = [r for f in args.from_rows for r in json.loads(Path(f).read_text())]
+        rows = [r for f in args.from_rows for r in read_json(ap, f)]
         report(rows, {}, args.max_false_abstention)
         if args.calibration:
-            cal = [r for f in args.calibration
-                   for r in json.loads(Path(f).read_text())["calibration"]["stages"][args.stage]["rows"]]
+            cal = [r for f in args.calibration for r in calibration_rows(ap, f, args.stage)]
             report_rule(pair_with_calibration(rows, cal), args.max_false_abstention, args.confidence)
         return
     chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -175,7 +174,6 @@ def main() -> None:
     from optimize.eval_examples import balanced
     from optimize.splits import load_split
     from optimize.stages import E2E_COLLECTION, e2e_retriever
-    from programs.judging import field_labels, soft_of
     from programs.thresholds import top_similarity
     from programs.tracing import Tracer
     from selfrag import paths, wiring
@@ -209,20 +207,10 @@ def main() -> None:
             if name == "each":
                 row["each_list"] = per_passage_scores(program, t, predictor, ex.question, first)
                 row[name] = max((p for p in row["each_list"] if p is not None), default=None)
-                cost[name][0] += t.usage.lm_calls
-                cost[name][1] += t.usage.prompt_tokens
-                continue
-            pred, _ = program._critic(t, f"check_{name}", predictor, field, question=ex.question, passages=evidence)
+            else:
+                row.update(one_call_scores(program, t, name, predictor, field, ex.question, evidence, first))
             cost[name][0] += t.usage.lm_calls
             cost[name][1] += t.usage.prompt_tokens
-            soft = soft_of(pred, field, field_labels(predictor, field))
-            if name == "point":
-                row[name] = None if soft is None else 1.0 - soft.p("none")
-            else:
-                row[name] = None if soft is None else soft.p("yes")
-            if name == "quote":
-                quote = str(getattr(pred, "quote", "") or "") if pred is not None else ""
-                row["quote_text"], row["quote_found"] = quote, quote_found(quote, [p.text for p in first])
         rows.append(row)
         print(f"{i + 1}/{len(examples)} {time.perf_counter() - start:.0f}s "
               + " ".join(f"{k}={row[k]}" for k in ("answerable", *variants)), flush=True)
@@ -232,6 +220,23 @@ def main() -> None:
 
 
 LM_SIGNALS = ("stated", "quote", "point", "demos", "each")
+
+
+def one_call_scores(program, tracer, name: str, predictor, field: str, question: str, evidence: str,
+                    passages: list) -> dict:
+    """The row fields of a one-call variant over the evidence: its score (``point``: 1 − P(none), else
+    P(yes); None for a failed call) and, for ``quote``, the quote and whether it is in ``passages``."""
+    from programs.judging import field_labels, soft_of
+
+    pred, _ = program._critic(tracer, f"check_{name}", predictor, field, question=question, passages=evidence)
+    soft = soft_of(pred, field, field_labels(predictor, field))
+    out: dict = {name: None if soft is None else soft.p("none" if name == "point" else "yes")}
+    if name == "point" and soft is not None:
+        out[name] = 1.0 - out[name]
+    if name == "quote":
+        quote = str(getattr(pred, "quote", "") or "") if pred is not None else ""
+        out["quote_text"], out["quote_found"] = quote, quote_found(quote, [p.text for p in passages])
+    return out
 
 
 def per_passage_scores(program, tracer, predictor, question: str, passages: list) -> list[float | None]:
@@ -280,6 +285,19 @@ def report(rows: list[dict], cost: dict[str, list[int]], bound: float) -> None:
     for name, (calls, tokens) in cost.items():
         print(f"{name:10} {calls:6d} {tokens / max(1, len(rows)):13.0f}")
 
+def read_json(ap: argparse.ArgumentParser, path: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        ap.error(f"{path}: cannot read JSON: {exc}")
+
+
+def calibration_rows(ap: argparse.ArgumentParser, path: str, stage: str) -> list[dict]:
+    """The rows a compile manifest's calibration stage ``stage`` recorded; a one-line error when it has none."""
+    rows = ((read_json(ap, path).get("calibration") or {}).get("stages") or {}).get(stage, {}).get("rows")
+    if not rows:
+        ap.error(f"{path}: no rows recorded for calibration stage {stage!r}")
+    return rows
 
 
 def pair_with_calibration(rows: list[dict], cal_rows: list[dict], tolerance: float = 2e-4) -> list[tuple[dict, dict]]:

@@ -130,3 +130,35 @@ def test_the_rule_table_scores_each_signal_as_the_calibrated_rule_would(bench):
     table = {name: (abstain, false) for name, abstain, false in bench.rule_table(pairs, 0.1, 0.8)}
     assert table["stated"] == (1.0, 0.0)
     assert table["each"][0] < 0.5 and table["each"][1] <= 0.2
+
+
+def test_a_one_call_variant_scores_its_label_and_quote(bench):
+    """point scores 1 − P(none), the others P(yes); quote adds its text and the verbatim test; a failed call
+    scores None."""
+    import dspy
+
+    from programs.tracing import Tracer
+
+    class Program:
+        def __init__(self, pred):
+            self.pred = pred
+
+        def _critic(self, tracer, name, predictor, field, **inputs):
+            return self.pred, None
+
+    passages = ["The Heron weighs 38 kg."]
+
+    class P:  # only .text is read
+        def __init__(self, text):
+            self.text = text
+
+    first = [P(t) for t in passages]
+    point = bench.one_call_scores(Program(dspy.Prediction(passage="none")), Tracer(), "point",
+                                  dspy.Predict(bench.PointToAnswer), "passage", "q", "[1] x", first)
+    assert point == {"point": 0.0}
+    quote = bench.one_call_scores(Program(dspy.Prediction(quote="weighs 38 KG", stated="yes")), Tracer(), "quote",
+                                  dspy.Predict(bench.CheckAnswerQuoted), "stated", "q", "[1] x", first)
+    assert quote == {"quote": 1.0, "quote_text": "weighs 38 KG", "quote_found": True}
+    failed = bench.one_call_scores(Program(None), Tracer(), "quote", dspy.Predict(bench.CheckAnswerQuoted), "stated",
+                                   "q", "[1] x", first)
+    assert failed == {"quote": None, "quote_text": "", "quote_found": False}
