@@ -26,6 +26,7 @@ Use it as ``dspy.LM("llamacpp/<name>", engine=LlamaCppEngine(path), num_retries=
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -133,6 +134,7 @@ class LlamaCppEngine:
         self._factory = llama_factory
         self.stats = EngineStats()
         self.last: CallStats | None = None
+        self._sample_seeds = itertools.count(self.seed)  # one seed per sampled call (see ``complete``)
 
     def __repr__(self) -> str:
         return f"LlamaCppEngine({self.model_path!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads})"
@@ -154,6 +156,11 @@ class LlamaCppEngine:
         kwargs = completion_kwargs(
             request, default_max_tokens=self.max_tokens, default_temperature=self.temperature, seed=self.seed
         )
+        if kwargs["temperature"] > 0 and request.config.seed is None:
+            # llama.cpp reseeds its sampler on every call: with one seed, the same prompt sampled again
+            # (dspy's ``rollout_id`` only bypasses the cache) would give the same "fresh" sample. Successive
+            # sampled calls take successive seeds — different samples, the same sequence on every run.
+            kwargs["seed"] = next(self._sample_seeds)
         top_logprobs = requested_logprobs(request)
         model = self.model()  # the first call loads it (not counted against the timeout)
         started = time.monotonic()

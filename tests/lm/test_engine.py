@@ -147,6 +147,19 @@ def test_call_time_temperature_and_max_tokens_reach_llama():
     assert "response_format" not in fake.calls[0]
 
 
+def test_sampled_calls_take_successive_seeds_and_greedy_or_seeded_calls_keep_theirs():
+    """llama.cpp reseeds its sampler on every call: the same prompt sampled twice with one seed is the same
+    sample. Each sampled call (temperature > 0, no seed asked for) takes the next seed; a greedy call and a
+    call that names its seed are left alone."""
+    fake = FakeLlama(reply="hello")
+    lm = make_lm(fake)
+    lm("hi", temperature=0.7, rollout_id=1)
+    lm("hi", temperature=0.7, rollout_id=2)
+    lm("hi")
+    lm("hi", temperature=0.7, seed=42)
+    assert [c["seed"] for c in fake.calls] == [0, 1, 0, 42]
+
+
 def test_response_format_translation():
     assert to_llama_response_format(None) is None
     assert to_llama_response_format({"type": "json_object"}) == {"type": "json_object"}
