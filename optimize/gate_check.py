@@ -42,8 +42,10 @@ def _similarity_weight(ps: list[float], sims: list[float], labels: list[bool]) -
     questions, the score's ROC AUC 0.885 instead of 0.947)."""
     x = np.column_stack([ps, sims]).astype(float)
     scale = x.std(axis=0)
-    scale[scale == 0.0] = 1.0  # a constant signal: its coefficient is ~0, and w follows from the other
     mean = x.mean(axis=0)
+    # A constant signal (its spread only float rounding, ~1e-16): its coefficient is ~0, and w follows from the
+    # other. Standardised by its rounding noise instead, it got a coefficient of ~1e8 and all the weight.
+    scale[scale <= 1e-9 * np.maximum(1.0, np.abs(mean))] = 1.0
     model = LogisticRegression().fit((x - mean) / scale, labels)
     coef = model.coef_[0] / scale  # on the raw scales
     a, b = (float(c) for c in coef)

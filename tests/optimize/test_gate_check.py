@@ -47,6 +47,17 @@ def test_the_weight_holds_for_a_similarity_on_a_narrow_scale():
     assert joint["abstention_unanswerable"] > 0.9 and joint["false_abstention"] <= 0.1
 
 
+def test_a_constant_similarity_gets_no_weight_even_with_rounding_in_its_spread():
+    """0.8 sixty times has a standard deviation of ~3e-16, not 0: standardised by that, the constant got a
+    coefficient of ~1e8 and all the weight, and the check's own separation was lost."""
+    ps = [0.5 + 0.002 * i if i % 2 == 0 else 0.05 + 0.001 * i for i in range(60)]
+    rows = [{"p_stated": p, "top_similarity": 0.8, "answerable": i % 2 == 0} for i, p in enumerate(ps)]
+    weight, _ = _similarity_weight(ps, [0.8] * 60, [r["answerable"] for r in rows])
+    assert weight == 0.0
+    joint = fit_gate_and_check(rows, ("max_false_abstention", 0.1))
+    assert joint["abstention_unanswerable"] == 1.0 and joint["false_abstention"] == 0.0
+
+
 def noisy_rows(n=200, seed=3, noise=0.25):
     rng = random.Random(seed)
     rows = []
