@@ -121,6 +121,8 @@ def main() -> None:
                     help="also fit the weighted rule on the false abstention's upper confidence bound at this level")
     args = ap.parse_args()
     train, gate = manifest_rows(args.manifest, args.stage)
+    if args.run and not (args.reports / args.run / "results.jsonl").is_file():
+        ap.error(f"--run {args.run}: no {args.reports / args.run / 'results.jsonl'} (an eval run's directory; --reports)")
     dev = run_rows(args.reports, args.run) if args.run else []
     print(f"fitted on {len(train)} calibration questions at false abstention ≤ {args.max_false_abstention}"
           + (f"; replayed on run {args.run} ({len(dev)} questions)" if dev else ""))
