@@ -21,7 +21,10 @@ whether another form of the check separates better:
   after the measured ones, a stated demo shows the window of a gold passage that holds the answer, a
   not-stated demo the top passage of an unanswerable question), what compiling the check could add;
 * ``each`` — the shipped check asked once per passage, each call reading that passage alone: the highest
-  P(yes) (whether a small model tells better with one passage than with three; one call per passage).
+  P(yes) (whether a small model tells better with one passage than with three; one call per passage);
+* ``prior`` — the shipped check shown no passage: how much "yes" the question draws on its own (a model that
+  answers from memory says "stated" regardless of the passages); with ``stated`` the rows also score
+  ``stated − prior``, the check's P(yes) less that prior (a contrastive check, one short call more).
 
 It prints per signal the ROC AUC, the best abstention on unanswerable questions at false abstention ≤
 the bound (threshold chosen on these questions: optimistic), and for each LM signal combined with the
@@ -148,7 +151,7 @@ def main() -> None:
     add_model_args(ap)
     ap.add_argument("--split", default="train")
     ap.add_argument("--limit", type=int, default=80)
-    ap.add_argument("--variants", default="stated,quote,point", help="comma list of " + ", ".join(LM_SIGNALS))
+    ap.add_argument("--variants", default="stated,quote,point", help="comma list of " + ", ".join(VARIANTS))
     ap.add_argument("--demos", type=int, default=2, help="demos of each label for the demos variant")
     ap.add_argument("--max-false-abstention", type=float, default=0.1)
     ap.add_argument("--rows", default="", help="write the per-question rows to this JSON file")
@@ -160,15 +163,15 @@ def main() -> None:
     ap.add_argument("--confidence", type=float, default=0.8, help="the false abstention bound held at this level")
     args = ap.parse_args()
     if args.from_rows:
-        rows = [r for f in args.from_rows for r in read_json(ap, f)]
+        rows = [with_contrast(r) for f in args.from_rows for r in read_json(ap, f)]
         report(rows, {}, args.max_false_abstention)
         if args.calibration:
             cal = [r for f in args.calibration for r in calibration_rows(ap, f, args.stage)]
             report_rule(pair_with_calibration(rows, cal), args.max_false_abstention, args.confidence)
         return
     chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
-    if not chosen or set(chosen) - set(LM_SIGNALS):
-        ap.error(f"--variants: use some of {', '.join(LM_SIGNALS)}")
+    if not chosen or set(chosen) - set(VARIANTS):
+        ap.error(f"--variants: use some of {', '.join(VARIANTS)}")
     program = judge_program(args)
 
     from optimize.eval_examples import balanced
@@ -186,7 +189,8 @@ def main() -> None:
     split = balanced(load_split("qa_en", args.split, paths.splits_dir()), None)
     examples = balanced(split, args.limit)
     variants = {"stated": (program.check_answer, "stated"), "quote": (dspy.Predict(CheckAnswerQuoted), "stated"),
-                "point": (dspy.Predict(PointToAnswer), "passage"), "each": (program.check_answer, "stated")}
+                "point": (dspy.Predict(PointToAnswer), "passage"), "each": (program.check_answer, "stated"),
+                "prior": (program.check_answer, "stated")}
     if "demos" in chosen:
         with_demos = program.check_answer.deepcopy()
         with_demos.demos = make_demos(program, [ex for ex in split if ex not in examples], args.demos)
@@ -207,11 +211,12 @@ def main() -> None:
             if name == "each":
                 row["each_list"] = per_passage_scores(program, t, predictor, ex.question, first)
                 row[name] = max((p for p in row["each_list"] if p is not None), default=None)
-            else:
-                row.update(one_call_scores(program, t, name, predictor, field, ex.question, evidence, first))
+            else:  # prior: the same check shown no passage — how much "yes" the question gets on its own
+                shown = NO_PASSAGE if name == "prior" else evidence
+                row.update(one_call_scores(program, t, name, predictor, field, ex.question, shown, first))
             cost[name][0] += t.usage.lm_calls
             cost[name][1] += t.usage.prompt_tokens
-        rows.append(row)
+        rows.append(with_contrast(row))
         print(f"{i + 1}/{len(examples)} {time.perf_counter() - start:.0f}s "
               + " ".join(f"{k}={row[k]}" for k in ("answerable", *variants)), flush=True)
     if args.rows:
@@ -219,7 +224,17 @@ def main() -> None:
     report(rows, cost, args.max_false_abstention)
 
 
-LM_SIGNALS = ("stated", "quote", "point", "demos", "each")
+VARIANTS = ("stated", "quote", "point", "demos", "each", "prior")
+LM_SIGNALS = (*VARIANTS, "stated − prior")  # what a row may score: each variant, and the contrast
+NO_PASSAGE = "[1] (no passage was found)"
+
+
+def with_contrast(row: dict) -> dict:
+    """``row`` with ``stated − prior`` (the check's P(yes) over the passages less its P(yes) shown no passage,
+    mapped onto [0, 1]) when it holds both."""
+    if row.get("stated") is None or row.get("prior") is None:
+        return row
+    return {**row, "stated − prior": (row["stated"] - row["prior"] + 1.0) / 2.0}
 
 
 def one_call_scores(program, tracer, name: str, predictor, field: str, question: str, evidence: str,

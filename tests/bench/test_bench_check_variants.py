@@ -162,3 +162,25 @@ def test_a_one_call_variant_scores_its_label_and_quote(bench):
     failed = bench.one_call_scores(Program(None), Tracer(), "quote", dspy.Predict(bench.CheckAnswerQuoted), "stated",
                                    "q", "[1] x", first)
     assert failed == {"quote": None, "quote_text": "", "quote_found": False}
+
+
+def test_the_contrast_is_the_check_less_its_prior_on_the_unit_interval(bench):
+    """stated − prior: P(yes) over the passages less P(yes) shown no passage, mapped onto [0, 1]; a row without
+    either is left as it is; the contrast is scored like any signal but is not a variant one can run."""
+    assert bench.with_contrast({"stated": 0.9, "prior": 0.3})["stated − prior"] == pytest.approx(0.8)
+    assert bench.with_contrast({"stated": 0.2, "prior": 1.0})["stated − prior"] == pytest.approx(0.1)
+    assert "stated − prior" not in bench.with_contrast({"stated": 0.9, "prior": None})
+    assert "prior" in bench.VARIANTS and "stated − prior" not in bench.VARIANTS
+    rows = [bench.with_contrast({"answerable": i % 2 == 0, "top_similarity": 0.5 + 0.01 * i, "stated": 0.6,
+                                 "prior": 0.2 if i % 2 == 0 else 0.7}) for i in range(20)]
+    table = {name: auc for name, auc, _ in bench.signal_table(rows, 0.1)}
+    assert table["stated − prior"] == 1.0 and table["stated"] == 0.5  # the prior carries what the check cannot
+    assert "stated + prior + stated − prior + similarity (cv)" in table
+
+
+def test_a_variant_name_that_is_only_a_derived_signal_is_refused(bench, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(BENCH)
+    monkeypatch.setattr(sys, "argv", ["bench_check_variants.py", "--variants", "stated − prior"])
+    with pytest.raises(SystemExit) as exc:
+        bench.main()
+    assert exc.value.code == 2 and "--variants: use some of" in capsys.readouterr().err
