@@ -334,13 +334,14 @@ def pair_with_calibration(rows: list[dict], cal_rows: list[dict], tolerance: flo
     return pairs
 
 
-def rule_table(pairs: list[tuple[dict, dict]], bound: float, confidence: float) -> list[tuple[str, float, float]]:
-    """(signal, abstention, false abstention) per LM signal of the rows, standing in for P(stated) in the gate
-    + weighted check calibrate fits, with the calibration rows' similarity: 5-fold, 5 shuffles."""
+def rule_table(pairs: list[tuple[dict, dict]], bound: float, confidence: float,
+               names: tuple[str, ...] = LM_SIGNALS) -> list[tuple[str, float, float]]:
+    """(signal, abstention, false abstention) per signal of ``names`` the rows hold, standing in for P(stated) in
+    the gate + weighted check calibrate fits, with the calibration rows' similarity: 5-fold, 5 shuffles."""
     from optimize.gate_check import cross_validate_gate_and_check
 
     out = []
-    for name in (n for n in LM_SIGNALS if pairs and n in pairs[0][0]):
+    for name in (n for n in names if pairs and n in pairs[0][0]):
         checked = [{"p_stated": row[name], "top_similarity": cal["top_similarity"], "answerable": bool(cal["answerable"])}
                    for row, cal in pairs]
         cv = cross_validate_gate_and_check(checked, ("max_false_abstention", bound, confidence))
@@ -349,12 +350,13 @@ def rule_table(pairs: list[tuple[dict, dict]], bound: float, confidence: float) 
     return out
 
 
-def report_rule(pairs: list[tuple[dict, dict]], bound: float, confidence: float) -> None:
+def report_rule(pairs: list[tuple[dict, dict]], bound: float, confidence: float,
+                names: tuple[str, ...] = LM_SIGNALS) -> None:
     print(f"\n{len(pairs)} questions paired with calibration rows; the calibrated rule (gate + weighted check), "
           f"5-fold, false abstention ≤ {bound} at {confidence:g}\n")
-    print(f"{'signal as P(stated)':22} {'abstain':>8} {'false abst.':>12}")
-    for name, abstain, false in rule_table(pairs, bound, confidence):
-        print(f"{name:22} {abstain:8.2f} {false:12.3f}")
+    print(f"{'signal as P(stated)':28} {'abstain':>8} {'false abst.':>12}")
+    for name, abstain, false in rule_table(pairs, bound, confidence, names):
+        print(f"{name:28} {abstain:8.2f} {false:12.3f}")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,9 @@ import json
 import time
 from pathlib import Path
 
+from bench_check_variants import (_abstention, _auc, _cv_combined, calibration_rows, pair_with_calibration, read_json,
+                                  report_rule, rule_table)
+
 SIGNALS = ("agree", "answered", "p_answerable")
 
 
@@ -74,8 +77,8 @@ def merge_check_rows(rows: list[dict], check_rows: list[dict]) -> list[dict]:
         raise ValueError(f"{len(check_rows)} check rows for {len(rows)} questions")
     merged = []
     for i, (row, check) in enumerate(zip(rows, check_rows)):
-        same_sim = row.get("top_similarity") is None and check.get("top_similarity") is None or abs(
-            (row.get("top_similarity") or 0.0) - (check.get("top_similarity") or 0.0)) < 1e-6
+        sims = (row.get("top_similarity"), check.get("top_similarity"))
+        same_sim = sims[0] == sims[1] or None not in sims and abs(sims[0] - sims[1]) < 1e-6
         if bool(row["answerable"]) != bool(check["answerable"]) or not same_sim:
             raise ValueError(f"question {i + 1}: the check rows are about other questions "
                              f"(answerable {check['answerable']}, top similarity {check.get('top_similarity')})")
@@ -83,21 +86,23 @@ def merge_check_rows(rows: list[dict], check_rows: list[dict]) -> list[dict]:
     return merged
 
 
+COMBINED = ("stated × agree", "stated × (0.5 + agree/2)")
+RULE_SIGNALS = ("stated", *SIGNALS, *COMBINED)
+
+
 def combined_signals(row: dict) -> dict[str, float | None]:
     """The signals a row offers the calibrated rule in place of P(stated): each alone, and the answer check
     and the agreement together (their product; their geometric mean orders the same way)."""
     out = {name: row.get(name) for name in ("stated", *SIGNALS) if name in row}
     if row.get("stated") is not None:
-        out["stated × agree"] = row["stated"] * (row.get("agree") or 0.0)
-        out["stated × (0.5 + agree/2)"] = row["stated"] * (0.5 + 0.5 * (row.get("agree") or 0.0))
+        agree = row.get("agree") or 0.0
+        out.update(zip(COMBINED, (row["stated"] * agree, row["stated"] * (0.5 + 0.5 * agree))))
     return out
 
 
 def signal_rows(rows: list[dict], bound: float) -> list[tuple[str, float, float]]:
     """(signal, ROC AUC, best abstention at false abstention ≤ ``bound``) for each signal alone, and for the
     signals with the top similarity by a cross-validated logistic regression."""
-    from bench_check_variants import _abstention, _auc, _cv_combined
-
     labels = [bool(r["answerable"]) for r in rows]
     sim = [r.get("top_similarity") or 0.0 for r in rows]
     names = [n for n in ("stated", *SIGNALS) if n in rows[0]]
@@ -112,16 +117,12 @@ def signal_rows(rows: list[dict], bound: float) -> list[tuple[str, float, float]
 def rule_rows(pairs: list[tuple[dict, dict]], bound: float, confidence: float) -> list[tuple[str, float, float]]:
     """(signal, abstention, false abstention): each of :func:`combined_signals` standing in for P(stated) in the
     calibrated gate + weighted check, with the calibration rows' similarity, 5-fold."""
-    from optimize.gate_check import cross_validate_gate_and_check
+    return rule_table(with_combined(pairs), bound, confidence, RULE_SIGNALS)
 
-    out = []
-    for name in combined_signals(pairs[0][0]) if pairs else []:
-        checked = [{"p_stated": combined_signals(row)[name], "top_similarity": cal["top_similarity"],
-                    "answerable": bool(cal["answerable"])} for row, cal in pairs]
-        cv = cross_validate_gate_and_check(checked, ("max_false_abstention", bound, confidence))
-        if cv is not None:
-            out.append((name, cv["abstention_unanswerable"], cv["false_abstention"]))
-    return out
+
+def with_combined(pairs: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
+    """Each pair with its row's combined signals (:func:`combined_signals`) added to the row."""
+    return [({**row, **combined_signals(row)}, cal) for row, cal in pairs]
 
 
 def report(rows: list[dict], cost: list[int], bound: float) -> None:
@@ -136,7 +137,6 @@ def report(rows: list[dict], cost: list[int], bound: float) -> None:
 
 
 def main() -> None:
-    from bench_check_variants import calibration_rows, pair_with_calibration, read_json
     from judge_program import add_model_args, judge_program
 
     ap = argparse.ArgumentParser()
@@ -173,12 +173,8 @@ def main() -> None:
             if not args.check_rows:
                 ap.error("--calibration: needs --check-rows (rows pair with calibration rows by their P(stated))")
             cal = [r for f in args.calibration for r in calibration_rows(ap, f, args.stage)]
-            pairs = pair_with_calibration(rows, cal)
-            print(f"\n{len(pairs)} questions paired with calibration rows; the calibrated rule (gate + weighted check),"
-                  f" 5-fold, false abstention ≤ {args.max_false_abstention} at {args.confidence:g}\n")
-            print(f"{'signal as P(stated)':28} {'abstain':>8} {'false abst.':>12}")
-            for name, abstain, false in rule_rows(pairs, args.max_false_abstention, args.confidence):
-                print(f"{name:28} {abstain:8.2f} {false:12.3f}")
+            pairs = with_combined(pair_with_calibration(rows, cal))
+            report_rule(pairs, args.max_false_abstention, args.confidence, RULE_SIGNALS)
         return
     program = judge_program(args)
 
