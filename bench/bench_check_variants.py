@@ -177,7 +177,7 @@ def main() -> None:
     from optimize.eval_examples import balanced
     from optimize.splits import load_split
     from optimize.stages import E2E_COLLECTION, e2e_retriever
-    from programs.thresholds import top_similarity
+    from programs.thresholds import NO_PASSAGE, top_similarity
     from programs.tracing import Tracer
     from selfrag import paths, wiring
     from selfrag.settings import resolve
@@ -226,7 +226,6 @@ def main() -> None:
 
 VARIANTS = ("stated", "quote", "point", "demos", "each", "prior")
 LM_SIGNALS = (*VARIANTS, "stated − prior")  # what a row may score: each variant, and the contrast
-NO_PASSAGE = "[1] (no passage was found)"
 
 
 def with_contrast(row: dict) -> dict:

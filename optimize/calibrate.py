@@ -57,7 +57,7 @@ from optimize import metrics as M
 from optimize.eval_examples import balanced
 from optimize.calibration import ece, fit_threshold, plot_coverage_accuracy, reliability_diagram
 from optimize.calibration import coverage_accuracy_curve, evaluate_threshold, fit_min_precision
-from optimize.gate_check import StatedRows, cross_validate_gate_and_check, fit_gate_and_check
+from optimize.gate_check import StatedRows, cross_validate_gate_and_check, fit_gate_and_check, row_value
 from programs.retriever_calls import retriever_embedder
 from programs.thresholds import Thresholds, embedder_key, stated_score, thresholds_for, too_dissimilar
 from programs.thresholds import with_embedder_set
@@ -183,18 +183,19 @@ def calibrate_answer(program: Any, examples: Sequence[Any], objective: Any,
 
 def _stated_scores(rows: list[dict[str, Any]], gate: float, weight: float = 0.0
                    ) -> tuple[list[float], list[float], list[bool], int, int]:
-    """Per checked question: P(stated), the check's score (P(stated) mixed with the top similarity by
-    ``weight``, :func:`~programs.thresholds.stated_score`) and the label; a question the gate ``gate``
+    """Per checked question: P(stated), the check's score (its value — less its prior in rows recorded with
+    it, :func:`~optimize.gate_check.row_value` — mixed with the top similarity by ``weight``,
+    :func:`~programs.thresholds.stated_score`) and the label; a question the gate ``gate``
     stops counts as 0 for both (the gate abstains on it whatever the check says, so the objective holds
     for the gate and the check together). With how many were not checked (nothing relevant, a failed
     check) and how many the gate stops."""
     probs, scores, labels, not_checked, gated = [], [], [], 0, 0
     for row in rows:
-        p, top = row["p_stated"], row["top_similarity"]
-        score = None if p is None else stated_score(p, top, weight)
+        p, value, top = row["p_stated"], row_value(row), row["top_similarity"]
+        score = None if value is None else stated_score(value, top, weight)
         if too_dissimilar(top, gate):
             gated, p, score = gated + 1, 0.0, 0.0
-        if p is None:
+        if score is None:
             not_checked += 1  # nothing relevant (or the check failed): the check does not decide this question
             continue
         probs.append(p)
@@ -218,12 +219,14 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
     instead of checking ``examples`` (no LM call). The joint fit is also cross-validated on the rows
     (``report["joint"]["cross_validated"]``: the estimate for new questions)."""
     usage, rows = Usage(), list(recorded or [])
+    check_prior = program.thresholds.check_prior
     for ex in examples if recorded is None else ():
         question, answerable = str(M.field_value(ex, "question")), bool(M.field_value(ex, "answerable", True))
-        p, top, tracer = program.first_round_signals(question)  # checked even below the gate: the rows hold
-                                                                # both signals for the joint fit
+        p, prior, top, tracer = program.first_round_signals(question)  # checked even below the gate: the rows
+                                                                       # hold both signals for the joint fit
         usage = usage.add(tracer.usage)
         rows.append({"p_stated": None if p is None else round(p, 4),
+                     **({"p_prior": None if prior is None else round(prior, 4)} if check_prior else {}),
                      "top_similarity": None if top is None else round(top, 4), "answerable": answerable})
     gate = program.gate_threshold
     joint = fit_gate_and_check(rows, objective) if gate > 0.0 else None
@@ -238,12 +241,12 @@ def calibrate_stated(program: Any, examples: Sequence[Any], objective: Any, out_
         threshold = report["threshold"] = joint["stated"]
         if "accuracy_fitted" in report:  # of the joint rule, on the questions the check decides
             report["accuracy_fitted"] = round(evaluate_threshold(scores, labels, threshold).accuracy, 4)
-    report["questions"] = len(rows)
+    report["questions"], report["check_prior"] = len(rows), check_prior
     report["not_checked"], report["similarity_gated"] = no_relevant, gated
     report["embedder"] = retriever_embedder(getattr(program, "retriever", None)) or ""
     if recorded is not None:
         report["rows_recorded"] = len(recorded)  # fitted on earlier calibrations' rows, no check call
-    report["rows"] = rows  # per question: P(stated) without the gate, the top dense similarity, the label
+    report["rows"] = rows  # per question: P(stated) without the gate (its prior), the top dense similarity, the label
     if verified_precision is not None and probs and len(set(labels)) == 2:
         verified, curve = fit_min_precision(probs, labels, verified_precision)
         report["verified"] = {"precision_target": verified_precision, "threshold": verified, "curve": curve}
@@ -303,7 +306,7 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
               verified_precision: float | None = DEFAULT_VERIFIED_PRECISION,
               out_dir: Path | None = None, answer_examples: Sequence[Any] | None = None,
               reporter: Any = None, language: str | None = None,
-              stated_rows: StatedRows | None = None) -> dict[str, Any]:
+              stated_rows: StatedRows | None = None, check_prior: bool | None = None) -> dict[str, Any]:
     """Fit the thresholds in order (each later stage runs with the earlier fitted ones: the answer stage
     with the fitted relevance and stated thresholds) and set them on ``program.compiled_thresholds``.
     Returns the manifest section.
@@ -326,6 +329,8 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
                                           "similarity_embedder": embedder})
     else:
         fitted = thresholds_for(start, embedder, language)
+    if check_prior is not None and check_prior != fitted.check_prior:
+        fitted = fitted.model_copy(update={"check_prior": check_prior})
     # the stages run with this calibration's set in force (a per-language set is otherwise picked by each
     # question's language: stated rows reused from a manifest ask none)
     if other_set and out_dir is not None:  # the set's plots beside the main set's, not over them
@@ -346,7 +351,7 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
                 continue
             if reporter is not None:
                 reporter.stage(f"calibrate {name}")
-            recorded = (stated_rows(f"stated@{key}" if other_set else "stated", embedder or "")
+            recorded = (stated_rows(f"stated@{key}" if other_set else "stated", embedder or "", fitted.check_prior)
                         if name == "stated" and stated_rows is not None else None)
             th, rep, usage, embedder = _run_stage(
                 name, size, program, loader, split, answer_examples, answer_objective, similarity_false_abstention,

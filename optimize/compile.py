@@ -112,7 +112,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                     similarity_false_abstention: float = DEFAULT_SIMILARITY_FALSE_ABSTENTION,
                     teacher_lm: Any = None, language: str = "en",
                     retriever_of: Callable[[Any], Any] | None = None, calibrate_split: str = "train",
-                    stated_rows: StatedRows | None = None, calibrate_skip: int = 0) -> CompileResult:
+                    stated_rows: StatedRows | None = None, calibrate_skip: int = 0,
+                    check_prior: bool | None = None) -> CompileResult:
     """Compile SelfRAG's judgements (and end to end with ``e2e``) and write the artifact and its manifest.
 
     Args:
@@ -150,6 +151,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
             questions (an earlier calibration asked them: its rows are pooled with ``stated_rows``).
         stated_rows: rows of earlier calibrations to fit the stated stage on
             (:class:`optimize.gate_check.RecordedRows`; no check call).
+        check_prior: the stated stage fits the answer check less its prior (True), the bare check (False), or
+            (None) as the thresholds it starts from say.
         retriever_of: knowledge base → its retriever for that collection (``selfrag compile`` passes
             ``selfrag.wiring.build_retriever``: the index in ``retrieval.index``); checked before any LM call.
     """
@@ -217,7 +220,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                                     answer_objective=answer_objective, answer_examples=answer_examples,
                                     verified_precision=verified_precision, reporter=reporter,
                                     similarity_false_abstention=similarity_false_abstention, language=language,
-                                    split=calibrate_split, stated_rows=stated_rows, **sizes)
+                                    split=calibrate_split, stated_rows=stated_rows, check_prior=check_prior,
+                                    **sizes)
     seconds = round(time.perf_counter() - start, 2)
 
     manifest = build_manifest(program, settings, optimizer=optimizer, budget=budget, params=params, stages=stages,

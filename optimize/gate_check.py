@@ -3,7 +3,9 @@ the fit, and rows recorded by earlier calibrations.
 
 A row is one calibration question: ``p_stated`` (the answer check's P(the passages state the answer), None
 when nothing was checked), ``top_similarity`` (the first round's best dense similarity, None without one)
-and ``answerable``. :func:`fit_gate_and_check` is what calibrate's stated stage fits when the gate is on;
+and ``answerable`` — and, in rows recorded with the check less its prior (``check_prior``), ``p_prior`` (the
+check's P(stated) shown no passage, None when that call failed): the check's value is then the contrast
+(:func:`row_value`). :func:`fit_gate_and_check` is what calibrate's stated stage fits when the gate is on;
 :func:`cross_validate_gate_and_check` re-fits it on k − 1 folds and applies it to the fold left out, the
 estimate of how the rule does on new questions (the calibration sample's own figures flatter it);
 :class:`RecordedRows` reads the rows compile manifests recorded, so a stated stage can be fitted again
@@ -24,10 +26,16 @@ from sklearn.model_selection import StratifiedKFold
 
 from optimize.calibration import fit_joint_thresholds
 from optimize.errors import CompileError
-from programs.thresholds import stated_score, too_dissimilar
+from programs.thresholds import check_value, stated_score, too_dissimilar
 
 Row = dict[str, Any]
-StatedRows = Callable[[str, str], list[Row]]  # (stage name, embedder) → the rows recorded for it
+StatedRows = Callable[[str, str, bool], list[Row]]  # (stage name, embedder, check_prior) → the rows recorded for it
+
+
+def row_value(row: Row) -> float | None:
+    """The check's value on a row (:func:`~programs.thresholds.check_value`): P(stated), or less its prior in a
+    row recorded with it (one holding ``p_prior``); None when the check (or its prior) was not taken."""
+    return check_value(row["p_stated"], row.get("p_prior"), "p_prior" in row)
 
 
 def _similarity_weight(ps: list[float], sims: list[float], labels: list[bool]) -> tuple[float, dict[str, float]]:
@@ -64,7 +72,7 @@ def fit_gate_and_check(rows: list[Row], objective: Any) -> dict[str, Any] | None
     if len(rows) < 4 or len(set(labels)) < 2:
         return None
     sims = [1.0 if r["top_similarity"] is None else min(1.0, max(0.0, r["top_similarity"])) for r in rows]
-    ps = [r["p_stated"] or 0.0 for r in rows]
+    ps = [row_value(r) or 0.0 for r in rows]
     weight, regression = _similarity_weight(ps, sims, labels)
     scores = [stated_score(p, r["top_similarity"], weight) for p, r in zip(ps, rows)]
     fit = fit_joint_thresholds(sims, scores, labels, objective)
@@ -77,9 +85,10 @@ def fit_gate_and_check(rows: list[Row], objective: Any) -> dict[str, Any] | None
 def answers(row: Row, gate: float, weight: float, threshold: float) -> bool:
     """Whether the fitted rule lets this question's first round through to an answer: not gated, checked,
     and its score at or above the threshold."""
-    if too_dissimilar(row["top_similarity"], gate) or row["p_stated"] is None:
+    value = row_value(row)
+    if too_dissimilar(row["top_similarity"], gate) or value is None:
         return False
-    return stated_score(row["p_stated"], row["top_similarity"], weight) >= threshold
+    return stated_score(value, row["top_similarity"], weight) >= threshold
 
 
 def cross_validate_gate_and_check(rows: list[Row], objective: Any, folds: int = 5, repeats: int = 5,
@@ -115,21 +124,27 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _checked_rows(rows: Any, where: str) -> list[Row]:
-    """``rows`` as fit rows, each checked: P(stated) None or in [0, 1], the similarity None or a number (a
-    cosine may be negative), ``answerable`` a bool; the first bad one refused, naming its position."""
+def _is_probability(value: Any) -> bool:
+    return value is None or _is_number(value) and 0.0 <= value <= 1.0
+
+
+def _checked_rows(rows: Any, where: str, check_prior: bool) -> list[Row]:
+    """``rows`` as fit rows, each checked: P(stated) None or in [0, 1] (and with ``check_prior`` its prior
+    likewise), the similarity None or a number (a cosine may be negative), ``answerable`` a bool; the first
+    bad one refused, naming its position."""
     if not isinstance(rows, list) or not rows:
         raise CompileError(f"{where}: no rows recorded")
     out = []
+    fields = "{p_stated, p_prior, top_similarity, answerable}" if check_prior else "{p_stated, top_similarity, answerable}"
     for i, row in enumerate(rows, 1):
         ok = (isinstance(row, dict) and isinstance(row.get("answerable"), bool)
-              and "p_stated" in row and "top_similarity" in row
-              and (row["p_stated"] is None or _is_number(row["p_stated"]) and 0.0 <= row["p_stated"] <= 1.0)
+              and "p_stated" in row and "top_similarity" in row and _is_probability(row["p_stated"])
+              and (not check_prior or "p_prior" in row and _is_probability(row["p_prior"]))
               and (row["top_similarity"] is None or _is_number(row["top_similarity"])))
         if not ok:
-            raise CompileError(f"{where}: row {i} is not {{p_stated, top_similarity, answerable}}: {str(row)[:80]}")
+            raise CompileError(f"{where}: row {i} is not {fields}: {str(row)[:80]}")
         out.append({"p_stated": row["p_stated"], "top_similarity": row["top_similarity"],
-                    "answerable": row["answerable"]})
+                    "answerable": row["answerable"], **({"p_prior": row["p_prior"]} if check_prior else {})})
     return out
 
 
@@ -176,7 +191,7 @@ class RecordedRows:
             self.manifests.append((str(path), calibration))
         self.sources = [path for path, _ in self.manifests]
 
-    def __call__(self, stage: str, embedder: str) -> list[Row]:
+    def __call__(self, stage: str, embedder: str, check_prior: bool = False) -> list[Row]:
         pooled: list[Row] = []
         for path, calibration in self.manifests:
             if stage not in calibration["stages"] and _main_stage_fits(calibration, stage):
@@ -190,6 +205,10 @@ class RecordedRows:
             if embedder and recorded and recorded != embedder:
                 raise CompileError(f"--stated-rows {path}: its {stage_here!r} similarities are on {recorded!r}, "
                                    f"this retriever's are on {embedder!r}")
-            pooled += _checked_rows(calibration["stages"][stage_here].get("rows"),
-                                    f"--stated-rows {path} {stage_here!r}")
+            report = calibration["stages"][stage_here]
+            if bool(report.get("check_prior", False)) != check_prior:
+                said = "with" if report.get("check_prior") else "without"
+                raise CompileError(f"--stated-rows {path}: its {stage_here!r} rows were recorded {said} the check's "
+                                   f"prior; this fit is {'with' if check_prior else 'without'} it (--check-prior)")
+            pooled += _checked_rows(report.get("rows"), f"--stated-rows {path} {stage_here!r}", check_prior)
         return pooled

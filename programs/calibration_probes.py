@@ -35,22 +35,24 @@ class CalibrationProbes:
         """What the answer check gives in a first round: retrieve, grade, then P(stated) on the first
         draft's passages (None when the similarity gate stops the round — trace step ``similarity_gate``;
         ``gate=False`` checks past it —, no passage is relevant or the check failed), with the trace."""
-        p, _, tracer = self._first_round(question, gate)
+        p, _, _, tracer = self._first_round(question, gate)
         return p, tracer
 
-    def first_round_signals(self, question: str) -> tuple[float | None, float | None, Tracer]:
-        """P(stated) checked past the gate (as :meth:`stated_probability` with ``gate=False``) and the best
-        dense similarity of the same retrieval (None when no passage carries one), with the trace."""
+    def first_round_signals(self, question: str) -> tuple[float | None, float | None, float | None, Tracer]:
+        """P(stated) checked past the gate (as :meth:`stated_probability` with ``gate=False``), the check's
+        prior when the thresholds in force take it (``check_prior``; else None) and the best dense similarity
+        of the same retrieval (None when no passage carries one), with the trace."""
         return self._first_round(question, gate=False)
 
-    def _first_round(self, question: str, gate: bool) -> tuple[float | None, float | None, Tracer]:
+    def _first_round(self, question: str, gate: bool) -> tuple[float | None, float | None, float | None, Tracer]:
         tracer = Tracer()
         passages = self._retrieve(tracer, question, self.config.grade_pool or self.config.k)
         top = top_similarity(passages)
         if gate and self._too_dissimilar(tracer, passages):
-            return None, top, tracer
+            return None, None, top, tracer
         relevant = self._relevant(tracer, question, passages)
-        return (self._p_stated(tracer, question, relevant) if relevant else None), top, tracer
+        p, prior = self._p_stated(tracer, question, relevant) if relevant else (None, None)
+        return p, prior, top, tracer
 
     def retrieval_similarity(self, question: str) -> tuple[float | None, Tracer]:
         """The best dense similarity of a first round's passages (None when none carries one), with the trace."""

@@ -14,7 +14,9 @@ Relevance is topical — an unanswerable question usually retrieves passages on 
 support judge rates an answer the drafter has already committed to; on ClapNQ dev neither separates
 answerable from unanswerable questions well (ROC AUC 0.55 and 0.62) while the check does (0.80).
 Its score is P(stated), or — with a compiled ``stated_similarity_weight`` w — (1 − w)·P(stated) + w·the
-round's best dense similarity. Below the compiled ``stated`` threshold the source lacks the answer: no rewrite (the topic was found),
+round's best dense similarity. Thresholds compiled with ``check_prior`` take the check less its prior instead of
+P(stated): the same check shown no passage, asked once per question (trace step ``check_prior``, one short call
+more), measures how much "yes" the question draws on its own, (P(stated) − prior + 1) / 2. Below the compiled ``stated`` threshold the source lacks the answer: no rewrite (the topic was found),
 the web when allowed, else abstain (``answer_not_stated``) — no draft or support call is spent on it.
 Above the compiled ``verified`` threshold (P(stated) > it; default 1.0, never) the check stands in for
 the support judge on the draft from the checked passages: no support call, its confidence is P(stated)
@@ -64,7 +66,8 @@ from programs.routing import route_after_answer_check, route_after_grading, rout
 from programs.scoring import Candidate, pick_best
 from programs.token_budget import TokenBudget
 from programs.retriever_calls import retriever_embedder
-from programs.thresholds import similarity_gate, skips_grading, skips_support, stated_score, stated_weight
+from programs.thresholds import (NO_PASSAGE, check_value, similarity_gate, skips_grading, skips_support, stated_score,
+                                 stated_weight)
 from programs.thresholds import too_dissimilar, top_similarity
 from programs.tracing import Tracer
 from programs.types import AbstainReason, Passage
@@ -165,12 +168,31 @@ class SelfRAG(CalibrationProbes, RAGModule):
         tracer.note("similarity_gate", "below", top_similarity=round(top, 4), threshold=gate)
         return True
 
-    def _p_stated(self, tracer: Tracer, question: str, relevant: list[tuple[Passage, float]]) -> float | None:
-        """The answer check on the passages the first draft would read: P(they state the answer); None
-        when the call failed (the round then goes on to drafting: a failed check never blocks an answer)."""
+    def _p_stated(self, tracer: Tracer, question: str,
+                  relevant: list[tuple[Passage, float]]) -> tuple[float | None, float | None]:
+        """The answer check on the passages the first draft would read: P(they state the answer), and — when
+        the thresholds in force take the check less its prior (``check_prior``) — the prior (:meth:`_p_prior`;
+        else None). None for a failed call: the check then decides nothing and the round goes on to drafting
+        (a failed check never blocks an answer)."""
         passages = [p for p, _ in self._first(relevant)[0]]
         pred, step = self._critic(tracer, "check_answer", self.check_answer, "stated",
                                   question=question, passages=self._evidence(passages, question))
+        soft = soft_of(pred, "stated", field_labels(self.check_answer, "stated"))
+        record_soft(step, soft)
+        p = None if soft is None else soft.p("yes")
+        if p is None or not self.thresholds.check_prior:
+            return p, None
+        return p, self._p_prior(tracer, question)
+
+    def _p_prior(self, tracer: Tracer, question: str) -> float | None:
+        """The check's prior: its P(stated) shown no passage (:data:`~programs.thresholds.NO_PASSAGE`), how much
+        "yes" the question draws on its own. It depends on the question alone: asked once per question (trace
+        step ``check_prior``), a later round's check reuses it. None when the call failed."""
+        done = next((s for s in tracer.steps if s.step == "check_prior" and s.ok and s.probs), None)
+        if done is not None:
+            return float(done.probs.get("yes", 0.0))
+        pred, step = self._critic(tracer, "check_prior", self.check_answer, "stated",
+                                  question=question, passages=NO_PASSAGE)
         soft = soft_of(pred, "stated", field_labels(self.check_answer, "stated"))
         record_soft(step, soft)
         return None if soft is None else soft.p("yes")
@@ -298,8 +320,10 @@ class SelfRAG(CalibrationProbes, RAGModule):
                 retrieval_failed = retrieval_failed or not tracer.steps[-1].ok
                 dissimilar = self._too_dissimilar(tracer, passages)
             relevant = [] if dissimilar else self._relevant(tracer, question, passages)
-            p_stated = self._p_stated(tracer, question, relevant) if relevant and cfg.answer_check else None
-            score = None if p_stated is None else stated_score(p_stated, top_similarity(passages), self.stated_weight)
+            p_stated, p_prior = (self._p_stated(tracer, question, relevant) if relevant and cfg.answer_check
+                                 else (None, None))
+            value = check_value(p_stated, p_prior, th.check_prior)
+            score = None if value is None else stated_score(value, top_similarity(passages), self.stated_weight)
             not_stated = score is not None and score < th.stated
             _charge(tokens, tracer)
             nxt = route_after_grading(len(relevant), rewrites, cfg.max_rewrites, web.rounds_used,
@@ -307,7 +331,8 @@ class SelfRAG(CalibrationProbes, RAGModule):
             if nxt == "web" and not tokens.allows("web", STEP_ESTIMATES["web"]):
                 nxt = "abstain"
             tracer.note("route", nxt, relevant=len(relevant), graded=len(passages), threshold=th.relevance,
-                        **({"p_stated": p_stated, "stated_score": round(score, 4), "stated_threshold": th.stated}
+                        **({"p_stated": p_stated, "stated_score": round(score, 4), "stated_threshold": th.stated,
+                            **({"p_prior": p_prior} if th.check_prior else {})}
                            if score is not None else {}))
             if nxt == "generate":
                 break

@@ -17,9 +17,13 @@ for the decoded label when a backend has none). Three thresholds turn probabilit
   best dense similarity — the two signals that best separate answerable from unanswerable questions,
   weighed by a logistic regression at calibration; bound to ``similarity_embedder`` like the gate, and
   P(stated) alone without a similarity (web passages, another embedder);
+* ``check_prior`` (default off): the check's P(stated) enters the score less its *prior* — the same check
+  asked with no passage, how much "yes" the question draws on its own (:func:`check_value`): a model that
+  says "yes" to any question looks less sure of the passages. A threshold set fitted on that value says so
+  (bound to the embedder like w), so its thresholds are never applied to the bare check, nor the reverse;
 * ``verified``: when the answer check is surer than this (P(stated) > it), the draft from the checked
   passages goes without a support call — its confidence is P(stated). The default 1.0 never skips.
-* ``by_embedder``: the embedder-bound thresholds (gate, w, stated, verified) fitted over *other* embedders
+* ``by_embedder``: the embedder-bound thresholds (gate, w, check_prior, stated, verified) fitted over *other* embedders
   than ``similarity_embedder`` — e.g. the Chinese collections' re-scored e5 similarity beside the English
   MiniLM one — so one artifact carries a gate per scale; :func:`thresholds_for` picks the set in force.
 
@@ -52,9 +56,10 @@ class EmbedderThresholds(BaseModel):
     stated_similarity_weight: float = Field(0.0, ge=0.0, lt=1.0)
     stated: float | None = Field(None, ge=0.0, le=1.0)
     verified: float | None = Field(None, ge=0.0, le=1.0)
+    check_prior: bool = False  # the set's stated threshold was fitted on the check less its prior
 
 
-EMBEDDER_BOUND = ("similarity", "stated_similarity_weight", "stated", "verified")
+EMBEDDER_BOUND = ("similarity", "stated_similarity_weight", "stated", "verified", "check_prior")
 """The :class:`Thresholds` fields an :class:`EmbedderThresholds` set replaces."""
 
 
@@ -81,6 +86,9 @@ class Thresholds(BaseModel):
         0.0, ge=0.0, lt=1.0, description="the answer check's score is (1 - w) * P(stated) + w * the round's best dense "
                                          "similarity, compared with the stated threshold (bound to "
                                          "similarity_embedder like the gate; 0 = P(stated) alone)")
+    check_prior: bool = Field(False, description="the check's value is P(stated) less its prior (the check asked with "
+                                                 "no passage: one call more), as the stated threshold was fitted "
+                                                 "(bound to similarity_embedder like the gate)")
     by_embedder: dict[str, EmbedderThresholds] = Field(
         default_factory=dict, description="embedder name, or name@language (e5-small@zh) -> its own gate, w, "
                                           "stated and verified thresholds, in force over a retriever with that "
@@ -170,9 +178,24 @@ def stated_weight(th: Thresholds, embedder: str | None) -> float:
     return th.stated_similarity_weight if th.similarity_embedder in ("", embedder) else 0.0
 
 
+NO_PASSAGE = "[1] (no passage was found)"
+"""What the answer check is shown to measure its prior: no passage at all."""
+
+
+def check_value(p_stated: float | None, p_prior: float | None, check_prior: bool) -> float | None:
+    """The answer check's value the score is made of: P(stated), or with ``check_prior`` P(stated) less the
+    prior P(stated | no passage) mapped back onto [0, 1], (P(stated) − prior + 1) / 2 — None when a call it
+    needs failed (the check then decides nothing)."""
+    if p_stated is None or (check_prior and p_prior is None):
+        return None
+    p = _prob(p_stated, "p_stated")
+    return (p - _prob(p_prior, "p_prior") + 1.0) / 2.0 if check_prior else p
+
+
 def stated_score(p_stated: float, top: float | None, weight: float) -> float:
     """The answer check's score: (1 − ``weight``)·P(stated) + ``weight``·``top`` (the round's best dense
-    similarity, clipped to [0, 1]); P(stated) alone when ``weight`` is 0 or the round has no similarity."""
+    similarity, clipped to [0, 1]); P(stated) alone when ``weight`` is 0 or the round has no similarity.
+    ``p_stated`` is the check's value (:func:`check_value`: less its prior when the thresholds say so)."""
     p = _prob(p_stated, "p_stated")
     if weight <= 0.0 or top is None:
         return p

@@ -79,6 +79,11 @@ def compile_cmd(
         "--cal-skip", min=0, help="Start the stated and answer stages after this many of their balanced qa_en "
                                   "questions (an earlier calibration asked them; pool its rows with "
                                   "--stated-rows).")] = 0,
+    check_prior: Annotated[Optional[bool], typer.Option(
+        "--check-prior/--no-check-prior",
+        help="Fit the stated stage on the answer check less its prior (the check asked with no passage: one "
+             "short call more per checked question at run time), or on the bare check; default: as the "
+             "thresholds it starts from (--from) say.")] = None,
     stated_rows: Annotated[Optional[list[Path]], typer.Option(
         "--stated-rows", help="Fit the stated stage (gate + answer check) on the rows these compile manifests "
                               "recorded, pooled (repeatable; no LM call; --cal-stated is not used).")] = None,
@@ -127,6 +132,8 @@ def compile_cmd(
         fail("--cal-skip applies to the calibrate stage: add --calibrate", 2)
     if stated_rows and not calibrate:
         fail("--stated-rows refits the calibrate stage: add --calibrate", 2)
+    if check_prior is not None and not calibrate:
+        fail("--check-prior / --no-check-prior apply to the calibrate stage: add --calibrate", 2)
     if teacher is not None and (not teacher.strip() or teacher.strip() == "litellm"):
         fail("--teacher needs a profile (local, tiny), a .gguf path or a LiteLLM model string such as "
              "openai/gpt-4o-mini", 2)
@@ -169,7 +176,7 @@ def compile_cmd(
                 result = compile_program(settings, **common, calibrate_sizes=sizes, answer_objective=objective,
                                          verified_precision=verified_precision, retriever=retriever,
                                          calibrate_split=cal_split, stated_rows=recorded_rows,
-                                         calibrate_skip=cal_skip,
+                                         calibrate_skip=cal_skip, check_prior=check_prior,
                                          similarity_false_abstention=similarity_false_abstention, **request)
             else:  # built as `selfrag eval` builds it, compiled end to end
                 result = compile_strategy_program(

@@ -45,6 +45,7 @@ def test_cli_compile_writes_the_artifact_and_prints_the_table(cli_lm, tmp_path):
     (["--cal-skip", "160"], "--cal-skip applies to the calibrate stage: add --calibrate"),
     (["--calibrate", "--cal-skip", "-1"], "Invalid value for '--cal-skip'"),
     (["--stated-rows", "x.manifest.json"], "--stated-rows refits the calibrate stage: add --calibrate"),
+    (["--check-prior"], "--check-prior / --no-check-prior apply to the calibrate stage: add --calibrate"),
     (["--calibrate", "--judgement", "none", "--stated-rows", "nowhere.manifest.json"],
      "--stated-rows nowhere.manifest.json: cannot read a compile manifest"),
 ])

@@ -80,7 +80,7 @@ def test_a_skipped_stage_keeps_the_threshold_the_program_was_compiled_with():
     report = calibrate(program, loader=lambda t, s: [], retrieve=0, relevance=0, similarity=0, stated=0, answer=0)
     assert report["thresholds"] == {"retrieve": 0.7, "relevance": 0.05, "answer": 0.5, "stated": 0.3,
                                     "verified": 1.0, "similarity": 0.4, "similarity_embedder": "e",
-                                    "stated_similarity_weight": 0.0, "by_embedder": {}}
+                                    "stated_similarity_weight": 0.0, "check_prior": False, "by_embedder": {}}
 
 
 ANSWER_SCRIPT = {
@@ -289,9 +289,9 @@ def test_stated_stage_refits_on_recorded_rows_without_an_lm_call(tmp_path):
     dev = manifest(tmp_path / "dev.manifest.json", {"stated": {"rows": noisy_rows(40, 2)}})
     asked = []
 
-    def rows_for(stage, embedder):
+    def rows_for(stage, embedder, check_prior):
         asked.append((stage, embedder))
-        return RecordedRows([train, dev])(stage, embedder)
+        return RecordedRows([train, dev])(stage, embedder, check_prior)
 
     report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, stated=0, answer=0,
                        answer_objective=("max_false_abstention", 0.1), stated_rows=rows_for)

@@ -385,7 +385,8 @@ def test_calibrate_only_starts_from_an_artifact_and_saves_thresholds(tmp_path):
                              answer_objective="accuracy")
     payload = read_artifact(result.artifact)
     assert set(payload["thresholds"]) == {"retrieve", "relevance", "stated", "answer", "verified", "similarity",
-                                          "similarity_embedder", "stated_similarity_weight", "by_embedder"}
+                                          "similarity_embedder", "stated_similarity_weight", "check_prior",
+                                          "by_embedder"}
     assert payload["manifest"]["calibration"]["stages"].keys() == {"retrieve", "relevance", "answer"}
     # the plots are named relative to the artifact's folder, the same on any machine
     plots = [v for stage in payload["manifest"]["calibration"]["stages"].values() for k, v in stage.items()

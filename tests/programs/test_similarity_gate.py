@@ -167,7 +167,7 @@ def test_thresholds_for_and_with_embedder_set():
     merged = with_embedder_set(th, "emb-b", fitted)
     assert (merged.similarity, merged.similarity_embedder, merged.stated, merged.answer) == (0.5, "emb-a", 0.4, 0.3)
     assert merged.by_embedder["emb-b"].model_dump() == {"similarity": 0.85, "stated_similarity_weight": 0.2,
-                                                        "stated": 0.6, "verified": 1.0}
+                                                        "stated": 0.6, "verified": 1.0, "check_prior": False}
     with pytest.raises(ValueError):
         Thresholds(by_embedder={"e": {"similarity": 2.0}})
 

@@ -81,7 +81,7 @@ const KIND = {
   grade_relevance: "grade", evaluate_retrieval: "grade", filter_strip: "grade", refine: "grade",
   generate_answer: "draft", answer_directly: "draft", rewrite_query: "retrieve", rewrite_web_query: "retrieve",
   judge_support: "critique", judge_usefulness: "critique", candidate_dropped: "critique",
-  check_answer: "critique", support_verified: "critique",
+  check_answer: "critique", check_prior: "critique", support_verified: "critique",
   select_candidate: "final", abstain: "final",
   continue_decision: "decision", next_query: "retrieve", merge: "retrieve",
 };
@@ -92,7 +92,7 @@ const LABEL = {
   generate_answer: "Draft", answer_directly: "Direct answer", rewrite_query: "Rewrite query",
   rewrite_web_query: "Web query", judge_support: "Support", judge_usefulness: "Usefulness",
   candidate_dropped: "Draft dropped", select_candidate: "Choice", abstain: "Abstain",
-  check_answer: "Answer stated?", support_verified: "Support",
+  check_answer: "Answer stated?", check_prior: "Prior", support_verified: "Support",
   continue_decision: "Continue?", next_query: "Next query", merge: "New passages",
 };
 
@@ -140,6 +140,8 @@ function describe(step) {
     case "generate_answer": case "answer_directly": return ["“" + brief(out) + "”"];
     case "judge_support": return [verdict(String(out), out === "fully"), " supported by its passages", probs(step)];
     case "check_answer": return [verdict(String(out), out === "yes"), " — do the passages state the answer?", probs(step)];
+    case "check_prior": return [String(out), " — the same check shown no passage (how much “yes” the question draws alone)",
+                                probs(step)];
     case "support_verified": return ["not judged: the answer check is sure (P(stated) " +
                                      Number(inp.p_stated).toFixed(2) + " > " + Number(inp.threshold).toFixed(2) + ")"];
     case "judge_usefulness": return [verdict(String(out) + "/5", Number(out) >= 4), " useful"];
