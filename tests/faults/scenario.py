@@ -13,6 +13,7 @@ import dspy
 
 from programs.registry import PROGRAM_NAMES, program_class
 from programs.settings import ProgramSettings
+from programs.thresholds import Thresholds
 from programs.types import RAGResult, WebSearchError
 from tests.faults.engine import FaultyEngine, Plan, faulty_lm
 from tests.fakes import FakeWeb, ListRetriever, passage
@@ -86,19 +87,24 @@ class Run:
     result: RAGResult | None = None
     raised: BaseException | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    check_prior: bool = False  # the program's thresholds take the answer check less its prior
 
     @property
     def calls(self) -> int:
         return len(self.engine.log)
 
 
-def run_question(name: str, plan: Plan, config: ProgramSettings, behaviour: Behaviour) -> Run:
+def run_question(name: str, plan: Plan, config: ProgramSettings, behaviour: Behaviour,
+                 check_prior: bool = False) -> Run:
     """Ask :data:`QUESTION` of program ``name`` under the fault ``plan``; an exception is caught and kept
-    (the property tests assert there is none)."""
+    (the property tests assert there is none). ``check_prior``: thresholds compiled with the answer check less
+    its prior (SelfRAG asks its prior too)."""
     lm, engine = faulty_lm(behaviour.script(), plan)
     program = PROGRAMS[name](ListRetriever(KB), web_search=behaviour.web_search(), config=config, generator_lm=lm,
                              adapter=dspy.JSONAdapter())
-    run = Run(name, config, engine)
+    if check_prior:
+        program.compiled_thresholds = Thresholds(check_prior=True)
+    run = Run(name, config, engine, check_prior=check_prior)
     try:
         run.result = program(question=QUESTION).result
     except Exception as exc:  # noqa: BLE001 - recorded for the assertion
@@ -116,7 +122,7 @@ def deciding_calls_failed(log: list[tuple[str, str | None]]) -> bool:
     return any(not any(ok) for ok in outcomes.values())
 
 
-def lm_call_bound(name: str, cfg: ProgramSettings) -> int:
+def lm_call_bound(name: str, cfg: ProgramSettings, check_prior: bool = False) -> int:
     """The most LM calls program ``name`` may make for one question under ``cfg`` (its docstring's bound;
     no retrieval strategy is configured here, so retrieval costs no LM call). A newly registered program
     fails the property tests with a KeyError until its bound is written here."""
@@ -134,7 +140,8 @@ def lm_call_bound(name: str, cfg: ProgramSettings) -> int:
         return cfg.k + cfg.max_strips * (1 + cfg.max_web_rounds) + cfg.max_web_rounds + (1 + cfg.max_regenerations) * 2
     grading_rounds = 1 + cfg.max_rewrites + cfg.max_web_rounds
     per_round = 1 + 2 * cfg.k  # a batch, then per-passage re-grades of a failed or malformed batch
-    checks = grading_rounds if cfg.answer_check else 0  # one answer check per grading round
+    # one answer check per grading round, and with check_prior its prior (asked again only after a failed one)
+    checks = grading_rounds * (2 if check_prior else 1) if cfg.answer_check else 0
     answer_rounds = 1 + cfg.max_regenerations + cfg.max_web_rounds
     per_answer = max(cfg.max_candidates, cfg.draft_passages) * 3  # draft + support + usefulness per candidate
     # "continue": the retrieve judge on the draft, then per re-query round next query, grading, draft, support

@@ -48,7 +48,7 @@ def check(run) -> None:
     result = run.result
     unscripted = [s.step for s in result.trace if s.error and "no scripted reply" in s.error]
     assert not unscripted, f"{run.name}: give {unscripted} a healthy reply in tests/faults/scenario.py"
-    assert run.calls <= lm_call_bound(run.name, run.config), (run.name, run.calls, run.engine.log)
+    assert run.calls <= lm_call_bound(run.name, run.config, run.check_prior), (run.name, run.calls, run.engine.log)
     assert result.usage.lm_calls == run.calls
     failed = deciding_calls_failed(run.engine.log)
     assert (result.error is not None) == failed, (run.name, run.engine.log, result.error)
@@ -66,9 +66,10 @@ def check(run) -> None:
 @EVERY_PROGRAM
 @PROPERTY
 @given(faults=st.lists(FAULT_OR_NONE, max_size=30), config=configs,
-       behaviour=behaviours)
-def test_any_failure_pattern_terminates_in_bound_never_raises_and_reports_exactly(name, faults, config, behaviour):
-    check(run_question(name, pattern(faults), config, behaviour))
+       behaviour=behaviours, check_prior=st.booleans())
+def test_any_failure_pattern_terminates_in_bound_never_raises_and_reports_exactly(name, faults, config, behaviour,
+                                                                                 check_prior):
+    check(run_question(name, pattern(faults), config, behaviour, check_prior))
 
 
 ROLES = sorted({*STAGE_OF_ROLE, "retrieve_decision", "rewrite_query", "judge_usefulness", "rewrite_web_query",
@@ -83,10 +84,10 @@ ROLE_FAULTS = st.one_of(st.sampled_from(FAULTS).map(lambda f: [f] * 12),  # ever
 @EVERY_PROGRAM
 @PROPERTY
 @given(config=configs, behaviour=st.one_of(st.just(Behaviour()), behaviours),
-       faults=st.dictionaries(st.sampled_from(ROLES), ROLE_FAULTS, min_size=1, max_size=3))
-def test_failures_of_single_judgements_are_reported_exactly(name, config, behaviour, faults):
+       faults=st.dictionaries(st.sampled_from(ROLES), ROLE_FAULTS, min_size=1, max_size=3), check_prior=st.booleans())
+def test_failures_of_single_judgements_are_reported_exactly(name, config, behaviour, faults, check_prior):
     """Faults aimed at chosen judgements (every support call failing while the drafts work, ...)."""
-    check(run_question(name, per_role(faults), config, behaviour))
+    check(run_question(name, per_role(faults), config, behaviour, check_prior))
 
 
 @EVERY_PROGRAM
@@ -126,6 +127,14 @@ def test_the_answer_check_and_the_continue_rounds_are_reached_and_covered_by_the
     dead_check = run_question("selfrag", dead, ProgramSettings(), Behaviour())
     check(dead_check)
     assert not dead_check.result.abstained and dead_check.result.error is None
+    with_prior = run_question("selfrag", pattern([]), ProgramSettings(), Behaviour(), check_prior=True)
+    check(with_prior)  # the check and its prior: two check_answer calls, within the bound
+    assert [r for r, _ in with_prior.engine.log].count("check_answer") == 2
+    assert any(s.step == "check_prior" and s.ok for s in with_prior.result.trace)
+    dead_prior = run_question("selfrag", per_role({"check_answer": [None, "timeout"]}), ProgramSettings(),
+                              Behaviour(stated=False), check_prior=True)
+    check(dead_prior)  # "not stated", but its prior failed: the check decides nothing, the answer goes on
+    assert not dead_prior.result.abstained and dead_prior.result.error is None
     config = ProgramSettings(continue_retrieval=True, max_iterations=3, max_regenerations=0, max_web_rounds=0)
     continued = run_question("selfrag", pattern([]), config, Behaviour(support="no"))
     check(continued)
