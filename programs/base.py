@@ -21,7 +21,7 @@ import dspy
 
 from programs.batch_grading import parse_batch_verdicts
 from programs.failures import deciding_failure, web_passages_used
-from programs.judging import field_labels, record_soft, soft_items, soft_of, text_logprob
+from programs.judging import field_labels, record_soft, soft_of, soft_verdicts, text_logprob
 from programs.language import abstain_answer, question_language
 from programs.passages import cited_passages, citation, format_passages, passage_ref
 from programs.retriever_calls import query_warning, retriever_embedder
@@ -233,7 +233,7 @@ class RAGModule(dspy.Module):
                                                passages=format_passages(passages, window, query=question))
             parsed = parse_batch_verdicts(getattr(pred, "verdicts", None) if pred is not None else None,
                                           len(passages))
-            softs = soft_items(pred, "relevance", labels, parsed.labels)
+            softs = soft_verdicts(pred, "relevance", labels, parsed)
             batch_step.output = parsed.labels
             if parsed.malformed:
                 batch_step.inputs["problems"] = "; ".join(parsed.problems)[:200]

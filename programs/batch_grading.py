@@ -23,6 +23,10 @@ class BatchVerdicts:
     labels: list[str | None]
     malformed: bool
     problems: list[str] = field(default_factory=list)  # one short line per defect, for the trace
+    # The passage (0-based) each verdict of the output names, in the output's order; None for a verdict
+    # that gave no passage a label. The model may list its verdicts in any order: the n-th verdict's
+    # token log-probabilities belong to passage order[n], not to passage n.
+    order: list[int | None] = field(default_factory=list)
 
     @property
     def missing(self) -> list[int]:
@@ -64,8 +68,10 @@ def parse_batch_verdicts(verdicts: Iterable[Any] | None, n_passages: int) -> Bat
     numbers = [_as_number(_fields(v)[0]) for v in items]
     counts = Counter(n for n in numbers if n is not None)
     labels: list[str | None] = [None] * n_passages
+    order: list[int | None] = []
     for verdict, number in zip(items, numbers):
         raw_number, label = _fields(verdict)
+        order.append(None)
         if number is None:
             problems.append(f"verdict without a passage number: {raw_number!r}")
         elif not 1 <= number <= n_passages:
@@ -77,7 +83,8 @@ def parse_batch_verdicts(verdicts: Iterable[Any] | None, n_passages: int) -> Bat
             problems.append(f"passage [{number}] has label {label!r}")
         else:
             labels[number - 1] = label
+            order[-1] = number - 1
     for i, label in enumerate(labels, start=1):
         if label is None and counts[i] == 0:
             problems.append(f"passage [{i}] not graded")
-    return BatchVerdicts(labels, malformed=bool(problems), problems=problems)
+    return BatchVerdicts(labels, malformed=bool(problems), problems=problems, order=order)

@@ -68,6 +68,20 @@ def soft_items(pred: Any, field: str, labels: tuple[Label, ...], decoded: list[L
     return out
 
 
+def soft_verdicts(pred: Any, field: str, labels: tuple[Label, ...], parsed: Any) -> list[SoftLabel | None]:
+    """Soft labels of a parsed batch (:class:`programs.batch_grading.BatchVerdicts`) in passage order.
+
+    The completion's verdicts are read in the order the model wrote them (:func:`soft_items`) and each is
+    given to the passage its number names (``parsed.order``), so a batch listing [2] before [1] does
+    not swap the two passages' probabilities."""
+    written = soft_items(pred, field, labels, [None if i is None else parsed.labels[i] for i in parsed.order])
+    out: list[SoftLabel | None] = [None] * len(parsed.labels)
+    for i, soft in zip(parsed.order, written):
+        if i is not None:
+            out[i] = soft
+    return out
+
+
 def record_soft(step: TraceStep, soft: SoftLabel | None) -> None:
     """Put a judgement's probabilities on its trace step (labels as strings, 4 decimals)."""
     if soft is None:

@@ -35,7 +35,7 @@ from programs.batch_grading import parse_batch_verdicts
 from programs.collection_routing import parse_route
 from programs.filter_grammar import FieldSpec, and_where, describe, parse_clauses, to_where
 from programs.fusion import weighted_rrf
-from programs.judging import soft_items
+from programs.judging import soft_verdicts
 from programs.passages import format_passages, passage_ref
 from programs.query_transforms import Expansion, QueryTransforms
 from programs.rerank import RelevanceScorer, order_by_scores, parse_ranking, rerank_method
@@ -226,7 +226,7 @@ class RetrievalPipeline(dspy.Module):
                                          question=question,
                                          passages=format_passages(passages, RERANK_PASSAGE_CHARS, query=question))
         parsed = parse_batch_verdicts(getattr(pred, "verdicts", None) if pred is not None else None, len(passages))
-        softs = soft_items(pred, "relevance", RELEVANCE_LABELS, parsed.labels)
+        softs = soft_verdicts(pred, "relevance", RELEVANCE_LABELS, parsed)
         scores = [None if s is None else s.p("relevant") for s in softs]
         step.output = parsed.labels
         step.inputs["passage_ids"] = ", ".join(passage_ref(p) for p in passages)[:200]

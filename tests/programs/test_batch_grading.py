@@ -14,6 +14,12 @@ def test_well_formed_batch_in_any_order():
     out = parse_batch_verdicts([v(2, "irrelevant"), v(1), v(3)], 3)
     assert out.labels == ["relevant", "irrelevant", "relevant"]
     assert not out.malformed and out.problems == [] and out.missing == []
+    assert out.order == [1, 0, 2]  # the passage each written verdict names
+
+
+def test_order_marks_verdicts_that_gave_no_label():
+    out = parse_batch_verdicts([v(2), v(7), v(1, "maybe"), v(1)], 2)
+    assert out.order == [1, None, None, None]  # out of range; a bad label; a second verdict on [1]
 
 
 def test_accepts_pydantic_verdicts():

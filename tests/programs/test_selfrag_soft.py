@@ -117,6 +117,18 @@ def test_relevance_threshold_keeps_a_passage_the_label_calls_irrelevant():
     assert dropped.abstained and dropped.abstain_reason == "no_relevant_passage"
 
 
+def test_batch_probabilities_follow_the_passage_numbers_not_the_written_order():
+    # The model writes its verdict on [2] first: its log-probabilities (0.95) belong to passage [2].
+    script = dict(GOOD, grade_relevance_batch={"verdicts": [{"number": 2, "topic": "b", "relevance": "relevant"},
+                                                            {"number": 1, "topic": "a", "relevance": "relevant"}]})
+    probs = {"grade_relevance_batch": {"relevance": [{"relevant": 0.95, "irrelevant": 0.05},
+                                                     {"relevant": 0.55, "irrelevant": 0.45}]}}
+    result, _ = run(script, probs=probs, relevance_threshold=0.6, k=2, grade_pool=2)
+    graded = {s.inputs["passage_id"]: s.probs["relevant"] for s in result.trace if s.step == "grade_relevance"}
+    assert graded == {"p1": 0.55, "p2": 0.95}
+    assert [c.id for c in result.citations] == ["p2"]
+
+
 def test_cheap_rule_skips_the_retrieve_judge():
     script = {"answer_directly": {"answer": "51"}, "judge_usefulness": {"usefulness": 5}}
     result, engine = run(script, question="What is 17 * 3?", retrieve_rules=True)
