@@ -25,16 +25,19 @@ def route_retrieval(mode: RetrieveMode, decision: str | None) -> Literal["retrie
 
 def route_after_grading(
     n_relevant: int, rewrites_done: int, max_rewrites: int, web_rounds_done: int, max_web_rounds: int, has_web: bool,
-    not_stated: bool = False,
+    not_stated: bool = False, on_web: bool = False,
 ) -> Literal["generate", "rewrite", "web", "abstain"]:
     """What to do once a batch of passages has been graded (and, when on, the answer checked).
 
     ``not_stated``: relevant passages were found but the answer check says they do not state the answer.
     A rewrite fixes a query that missed the topic; here the topic was found and the source lacks the
-    answer, so the round skips rewriting and goes to the web, else abstains."""
+    answer, so the round skips rewriting and goes to the web, else abstains.
+    ``on_web``: the batch came from the web, where a rewritten query is searched next — so a rewrite
+    only while a web round is left (none left: the rewrite would be spent on a query never searched)."""
     if n_relevant > 0 and not not_stated:
         return "generate"
-    if rewrites_done < max_rewrites and not not_stated:
+    searchable = not on_web or (has_web and web_rounds_done < max_web_rounds)
+    if rewrites_done < max_rewrites and not not_stated and searchable:
         return "rewrite"
     if has_web and web_rounds_done < max_web_rounds:
         return "web"

@@ -311,6 +311,7 @@ class SelfRAG(CalibrationProbes, RAGModule):
         has_web = self.web_search is not None
         failed_queries: list[str] = []
         query, rewrites, used_web, retrieval_failed = question, 0, False, False
+        ever_not_stated = False  # a round found relevant passages that do not state the answer
         while True:
             dissimilar = False
             if used_web:
@@ -325,9 +326,10 @@ class SelfRAG(CalibrationProbes, RAGModule):
             value = check_value(p_stated, p_prior, th.check_prior)
             score = None if value is None else stated_score(value, top_similarity(passages), self.stated_weight)
             not_stated = score is not None and score < th.stated
+            ever_not_stated = ever_not_stated or not_stated
             _charge(tokens, tracer)
             nxt = route_after_grading(len(relevant), rewrites, cfg.max_rewrites, web.rounds_used,
-                                      cfg.max_web_rounds, has_web, not_stated=not_stated)
+                                      cfg.max_web_rounds, has_web, not_stated=not_stated, on_web=used_web)
             if nxt == "web" and not tokens.allows("web", STEP_ESTIMATES["web"]):
                 nxt = "abstain"
             tracer.note("route", nxt, relevant=len(relevant), graded=len(passages), threshold=th.relevance,
@@ -339,7 +341,7 @@ class SelfRAG(CalibrationProbes, RAGModule):
             failed_queries.append(query)
             if nxt == "abstain":
                 return self._finish(tracer, question, start, None, used_web=used_web,
-                                    reason="answer_not_stated" if not_stated else
+                                    reason="answer_not_stated" if ever_not_stated else
                                     "low_similarity" if dissimilar else
                                     self._nothing_reason(tracer, used_web, retrieval_failed))
             if nxt == "rewrite":

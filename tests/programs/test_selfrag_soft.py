@@ -289,6 +289,16 @@ def test_answer_not_stated_goes_to_the_web_and_the_check_runs_again_there():
     assert routes(result)[-3:] == ["web", "generate", "accept"] and result.used_web and not result.abstained
 
 
+def test_no_rewrite_after_the_last_web_round_and_the_reason_is_the_knowledge_base_check():
+    # The KB is on topic but does not state the answer; the web finds nothing relevant. A rewrite would
+    # go to the web, whose one round is spent: no rewrite call, and the reason is the KB's check.
+    web = FakeWeb([passage("w1", "Cats like milk.", url="https://e.org/c")])
+    result, engine = run(GOOD, probs=NOT_STATED, web=web, max_rewrites=1, max_web_rounds=1)
+    assert engine.roles() == ["retrieve_decision", "grade_relevance_batch", "check_answer", "grade_relevance"]
+    assert routes(result)[-2:] == ["web", "abstain"] and web.queries == [QUESTION]
+    assert result.abstained and result.abstain_reason == "answer_not_stated"
+
+
 def test_a_stated_threshold_below_the_check_lets_the_draft_through():
     result, engine = run(GOOD, probs=NOT_STATED, stated_threshold=0.1)
     assert engine.count("generate_answer") == 1 and not result.abstained
