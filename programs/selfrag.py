@@ -401,8 +401,11 @@ class SelfRAG(CalibrationProbes, RAGModule):
         if tokens.dropped:
             tracer.note("token_budget", tokens.summary())
         if nxt == "abstain":
+            # A candidate the answer check verified (no support judge ran) is low in confidence, not
+            # judged unsupported: its confidence is P(stated).
             reason: AbstainReason = "no_answer_in_passages" if best is None else (
-                "low_confidence" if best.support in ("fully", "partially") else "unsupported")
+                "low_confidence" if best.support in ("fully", "partially") or (
+                    not best.support_judged and best.verified is not None) else "unsupported")
             if best is None and self._deciding_calls_failed(tracer):
                 reason = "lm_error"
             return self._finish(tracer, question, start, None, used_web=used_web, reason=reason, withheld=best)

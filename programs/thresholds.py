@@ -105,7 +105,8 @@ ABSTAIN_REASONS: dict[str, str] = {
     "answer_not_stated": "relevant passages were found, but the answer check judged that they do not state the "
                          "answer (P(stated) below its threshold) and no web round was left",
     "unsupported": "the best candidate's most likely support label is 'no': the passages do not back the answer",
-    "low_confidence": "the best candidate is (partly) supported, but its confidence is below the answer threshold",
+    "low_confidence": "the best candidate is (partly) supported — or passed the answer check with no support "
+                      "judgement, its confidence then P(stated) — but its confidence is below the answer threshold",
     "web_failed": "the knowledge base had nothing usable and the web search fallback failed "
                   "(no key, rate limit, timeout, empty...); the trace step carries the error kind",
     "retrieval_failed": "the knowledge base could not be searched (store error, missing or empty collection)",

@@ -336,6 +336,13 @@ def test_a_verified_draft_under_the_answer_threshold_is_regenerated_and_judged()
     assert routes(result)[-2] == "regenerate"
 
 
+def test_a_verified_draft_under_the_answer_threshold_abstains_for_low_confidence_not_unsupported():
+    # No support judge ran: its confidence is P(stated) 0.9 < 0.95; nobody judged it unsupported.
+    result, engine = run(GOOD, probs=SURE, verified_threshold=0.8, answer_threshold=0.95, max_regenerations=0)
+    assert "judge_support" not in engine.roles()
+    assert result.abstained and result.abstain_reason == "low_confidence" and result.confidence == pytest.approx(0.9)
+
+
 @pytest.mark.parametrize("verified", [None, 0.95])
 def test_the_support_judge_runs_when_the_check_is_not_surer_than_verified(verified):
     kw = {} if verified is None else {"verified_threshold": verified}  # None: the default 1.0, never skip
