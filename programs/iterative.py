@@ -28,7 +28,7 @@ from programs.types import Passage
 from signatures import GenerateAnswer, JudgeSupport, NextQuery
 
 RoundRoute = Literal["confident", "no_new_passages", "max_iterations", "requery"]
-StopReason = Literal["confident", "no_new_passages", "max_iterations", "no_query"]
+StopReason = Literal["confident", "no_new_passages", "max_iterations", "no_query", "token_budget"]
 
 CONFIDENT: dict[str, tuple[str, ...]] = {"fully": ("fully",), "partially": ("fully", "partially")}
 
@@ -58,7 +58,7 @@ def iterate_retrieval(program: Any, tracer: Tracer, question: str, passages: lis
                       draft: Candidate | None, *, next_query: Callable[..., dspy.Prediction],
                       max_iterations: int, k: int, confident: tuple[str, ...] = CONFIDENT["fully"],
                       admit: Callable[[list[Passage]], list[Passage]] | None = None,
-                      rounds_done: int = 1) -> IterationOutcome:
+                      rounds_done: int = 1, may_requery: Callable[[], bool] | None = None) -> IterationOutcome:
     """Re-query until the draft is confident, a round finds nothing new, or ``max_iterations`` rounds.
 
     ``passages``/``draft``: what the first round (``rounds_done`` of them) produced; the draft's
@@ -66,6 +66,8 @@ def iterate_retrieval(program: Any, tracer: Tracer, question: str, passages: lis
     predictor. ``admit`` filters a round's new passages before they are merged (e.g. SelfRAG's
     relevance grading: ``lambda ps: self._grade(tracer, question, ps)``). Each round records a
     ``next_query`` step, its retrieval, a ``merge`` step (the new passage ids) and the ``route``.
+    ``may_requery`` is asked before every re-query round after the first (the caller allowed that one):
+    False stops with ``token_budget`` (SelfRAG's per-question token budget).
 
     SelfRAG's ``continue``: after drafting ``best`` from ``relevant``, when the retrieve decision on
     ``answer_so_far=best.answer`` says "continue", call
@@ -83,6 +85,9 @@ def iterate_retrieval(program: Any, tracer: Tracer, question: str, passages: lis
         tracer.note("route", nxt, round=rounds, support=draft.support if draft else None)
         if nxt != "requery":
             return IterationOutcome(passages, draft, rounds, nxt)
+        if rounds > rounds_done and may_requery is not None and not may_requery():
+            tracer.note("route", "token_budget", round=rounds)
+            return IterationOutcome(passages, draft, rounds, "token_budget")
         pred, _ = program._generator(tracer, "next_query", next_query, "next_query", question=question,
                                      draft_answer=draft.answer if draft else "",
                                      passage_titles=[p.title or p.id for p in passages])

@@ -64,7 +64,7 @@ from programs.judging import field_labels, record_soft, soft_of
 from programs.retrieve_rules import match_rule
 from programs.routing import route_after_answer_check, route_after_grading, route_continue, route_retrieve_decision
 from programs.scoring import Candidate, pick_best
-from programs.token_budget import TokenBudget
+from programs.token_budget import TokenBudget, reserved_steps
 from programs.retriever_calls import retriever_embedder
 from programs.thresholds import (NO_PASSAGE, check_value, similarity_gate, skips_grading, skips_support, stated_score,
                                  stated_weight)
@@ -89,6 +89,7 @@ from signatures import (
 # what still fits (the real cost is recorded on each trace step).
 STEP_ESTIMATES = {"extra_candidates": 700, "usefulness_single": 150, "regeneration": 1000, "web": 1200}
 CONTINUATION_ESTIMATE = 1500  # the continue decision and one re-query round; not reserved (see token_budget)
+REQUERY_ESTIMATE = 1300  # one more re-query round: the next query, grading its passages, a re-draft, its support
 
 
 def _charge(budget: TokenBudget, tracer: Tracer) -> None:
@@ -267,10 +268,14 @@ class SelfRAG(CalibrationProbes, RAGModule):
             scores.update((p.id, s) for p, s in kept)
             return [p for p, _ in kept]
 
+        def may_requery() -> bool:  # every round after the first allowed above asks the budget again
+            _charge(budget, tracer)
+            return budget.allows("continuation", REQUERY_ESTIMATE)
+
         outcome = iterate_retrieval(self, tracer, question, [p for p, _ in relevant], best,
                                     next_query=self.next_query, max_iterations=cfg.max_iterations,
                                     k=cfg.grade_pool or cfg.k, confident=CONFIDENT[cfg.iteration_confident],
-                                    admit=admit)
+                                    admit=admit, may_requery=may_requery)
         _charge(budget, tracer)
         relevant = [(p, scores[p.id]) for p in outcome.passages]
         draft = outcome.draft
@@ -300,7 +305,8 @@ class SelfRAG(CalibrationProbes, RAGModule):
         cfg, th = self.config, self.thresholds
         tracer = Tracer()
         start = time.perf_counter()
-        reserve = {k: v for k, v in STEP_ESTIMATES.items() if k != "web" or self.web_search is not None}
+        reserve = reserved_steps(STEP_ESTIMATES, max_regenerations=cfg.max_regenerations,
+                                 web_rounds=cfg.max_web_rounds if self.web_search is not None else 0)
         tokens = TokenBudget(cfg.token_budget, reserve=reserve)
 
         if self._decide(tracer, question) == "direct":

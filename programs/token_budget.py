@@ -10,11 +10,12 @@ run and are charged with :meth:`TokenBudget.spend`. Before an optional step the 
    change which candidate wins);
 3. ``continuation`` — Self-RAG's ``continue``: asking the retrieve judge about a low-confidence draft
    and, when it says "continue", the answer-guided re-query rounds (not reserved for: it is taken
-   only when what is left allows it);
+   only when what is left allows it, and every re-query round after the first asks again);
 4. ``regeneration`` — redrafting an unsupported answer from all relevant passages;
 5. ``web`` — a web search round (grading and drafting on its results).
 
-The order is kept in two ways. A step is allowed only if its estimate fits in what is left after
+A step that cannot come (``regeneration`` with ``max_regenerations = 0``, ``web`` without web rounds)
+reserves nothing (:func:`reserved_steps`). The order is kept in two ways. A step is allowed only if its estimate fits in what is left after
 reserving the declared estimates of the steps dropped after it (so early extra candidates cannot eat
 the budget a later web round needs). And once a step is dropped, every step before it in the order
 is dropped from then on.
@@ -95,3 +96,11 @@ def _check_step(step: str) -> int:
     if step not in DROP_ORDER:
         raise ValueError(f"unknown optional step {step!r}; expected one of {', '.join(DROP_ORDER)}")
     return DROP_ORDER.index(step)
+
+
+def reserved_steps(estimates: Mapping[str, int], *, max_regenerations: int, web_rounds: int) -> dict[str, int]:
+    """The reserve of a question: the estimates of the optional steps that can still run — none for
+    ``regeneration`` when no regeneration is allowed, none for ``web`` without web rounds (no search
+    configured, or ``max_web_rounds = 0``), so a step that cannot come never holds tokens back."""
+    can_run = {"regeneration": max_regenerations > 0, "web": web_rounds > 0}
+    return {step: tokens for step, tokens in estimates.items() if can_run.get(step, True)}

@@ -200,6 +200,51 @@ def test_token_budget_drops_regeneration_and_records_it():
     assert [d["step"] for d in budget.output["dropped"]] == ["continuation", "regeneration"]
 
 
+def _requery_script():
+    n = {"q": 0}
+
+    def next_query(inp):
+        n["q"] += 1
+        return {"next_query": f"topic{n['q'] + 2}"}
+    return {"retrieve_decision": lambda inp: {"decision": "continue" if inp.get("answer_so_far") else "yes"},
+            "grade_relevance": {"relevance": "relevant"}, "check_answer": {"stated": "yes"},
+            "generate_answer": {"answer": "x", "citations": [1], "answerable": True},
+            "judge_support": {"support": "partially"}, "next_query": next_query}
+
+
+TOPICS = [passage(f"p{i}", f"Zephyr bridge topic{i} fact") for i in range(1, 9)]
+
+
+@pytest.mark.parametrize("budget,rounds", [(None, 2), (4600, 1)])
+def test_every_requery_round_after_the_first_asks_the_token_budget(budget, rounds):
+    # 400 prompt tokens a call; max_iterations 3 allows two re-query rounds. With 4,600 tokens the
+    # second round (~1,300 more after 4,000 spent) is refused: the budget holds, and the drop is recorded.
+    lm, engine = scripted_lm(_requery_script(), prompt_tokens=400)
+    program = SelfRAG(ListRetriever(TOPICS), config=ProgramSettings(
+        retrieve_rules=False, k=1, grade_pool=1, continue_retrieval=True, answer_threshold=0.9, max_iterations=3,
+        max_regenerations=0, token_budget=budget), generator_lm=lm, adapter=dspy.JSONAdapter())
+    result = program(question="Zephyr bridge?").result
+    assert engine.count("next_query") == rounds
+    if budget is not None:
+        assert result.usage.prompt_tokens <= budget and routes(result)[-2] == "token_budget"
+        dropped = next(s for s in result.trace if s.step == "token_budget").output["dropped"]
+        assert [d["step"] for d in dropped] == ["continuation"]
+
+
+def test_a_step_that_cannot_run_holds_no_tokens_back():
+    # 10 prompt tokens a call: ~1,560 of 1,600 left when continuation (~1,500) is asked. With no
+    # regeneration allowed (and no web) nothing is reserved and it runs; with one, 1,000 are held back for it.
+    script = dict(GOOD, judge_support={"support": "partially"})
+    result, engine = run(script, token_budget=1600, continue_retrieval=True, max_regenerations=0,
+                         answer_threshold=0.9)
+    assert any(s.step == "continue_decision" for s in result.trace)
+    assert not any(s.step == "token_budget" for s in result.trace)
+    result, _ = run(script, token_budget=1600, continue_retrieval=True, max_regenerations=1, answer_threshold=0.9)
+    assert not any(s.step == "continue_decision" for s in result.trace)
+    dropped = next(s for s in result.trace if s.step == "token_budget").output["dropped"]
+    assert dropped[0]["step"] == "continuation" and "after reserving 1000 for regeneration" in dropped[0]["reason"]
+
+
 def test_without_budget_the_regeneration_runs():
     script = dict(GOOD, judge_support={"support": "no"})
     _, engine = run(script, max_regenerations=2)
