@@ -22,6 +22,7 @@ import time
 import dspy
 
 from programs.base import RAGModule
+from programs.failures import nothing_found_reason
 from programs.passages import quote
 from programs.routing import (
     crag_action,
@@ -190,7 +191,10 @@ class CorrectiveRAG(RAGModule):
         nxt = route_after_refinement(len(knowledge))
         tracer.note("route", nxt, knowledge=len(knowledge))
         if nxt == "abstain":
-            return self._finish(tracer, question, start, None, used_web=bool(web_knowledge))
+            searched_web = self.web_search is not None and action in ("incorrect", "ambiguous")
+            retrieval_failed = any(s.step == "retrieve" and not s.ok for s in tracer.steps)
+            return self._finish(tracer, question, start, None, used_web=bool(web_knowledge),
+                                reason=nothing_found_reason(tracer.steps, searched_web, retrieval_failed))
 
         candidates: list[Candidate] = []
         regenerations = 0
@@ -207,4 +211,5 @@ class CorrectiveRAG(RAGModule):
                 break
             regenerations += 1
             config = {"rollout_id": regenerations, "temperature": 0.7}  # same knowledge, a fresh sample
-        return self._finish(tracer, question, start, best, used_web=bool(web_knowledge))
+        return self._finish(tracer, question, start, best, used_web=bool(web_knowledge),
+                            reason="no_answer_in_passages")  # (only read when no draft came: best is None)

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from programs.types import LMFailureKind, TraceStep
+from programs.types import AbstainReason, LMFailureKind, TraceStep
 
 DECIDING_STAGES: dict[str, frozenset[str]] = {
     "relevance": frozenset({"grade_relevance", "grade_relevance_batch"}),
@@ -114,3 +114,18 @@ def deciding_failure(steps: Sequence[TraceStep]) -> DecidingFailure | None:
 def web_passages_used(steps: Sequence[TraceStep]) -> bool:
     """Whether some web search of the trace succeeded with at least one passage."""
     return any(s.step == "web_search" and s.ok and isinstance(s.output, int) and s.output > 0 for s in steps)
+
+
+def nothing_found_reason(steps: Sequence[TraceStep], used_web: bool, retrieval_failed: bool) -> AbstainReason:
+    """Why a program found no passage to draft from: every relevance grade failed (``lm_error``), the web
+    it searched failed on every round (``web_failed``; ``retrieval_failed`` when the knowledge base had
+    failed too), the knowledge base could not be searched (``retrieval_failed``), else nothing passed
+    the relevance judgement (``no_relevant_passage``)."""
+    grades = [s for s in steps if s.step in DECIDING_STAGES["relevance"]]
+    if grades and not any(s.ok for s in grades):
+        return "lm_error"
+    if used_web and not any(s.ok for s in steps if s.step == "web_search"):
+        return "retrieval_failed" if retrieval_failed else "web_failed"
+    if retrieval_failed:
+        return "retrieval_failed"
+    return "no_relevant_passage"

@@ -70,6 +70,7 @@ from programs.thresholds import (NO_PASSAGE, check_value, similarity_gate, skips
                                  stated_weight)
 from programs.thresholds import too_dissimilar, top_similarity
 from programs.tracing import Tracer
+from programs.failures import nothing_found_reason
 from programs.types import AbstainReason, Passage
 from programs.web_budget import WebBudget
 from signatures import (
@@ -349,7 +350,7 @@ class SelfRAG(CalibrationProbes, RAGModule):
                 return self._finish(tracer, question, start, None, used_web=used_web,
                                     reason="answer_not_stated" if ever_not_stated else
                                     "low_similarity" if dissimilar else
-                                    self._nothing_reason(tracer, used_web, retrieval_failed))
+                                    nothing_found_reason(tracer.steps, used_web, retrieval_failed))
             if nxt == "rewrite":
                 rewrites += 1
                 pred, _ = self._generator(tracer, "rewrite_query", self.rewrite_query, "query",
@@ -424,17 +425,6 @@ class SelfRAG(CalibrationProbes, RAGModule):
         """Whether the LM calls that decide the answer (drafts and their support judgements) all failed."""
         deciding = [s for s in tracer.steps if s.step in ("generate_answer", "judge_support")]
         return bool(deciding) and not any(s.ok for s in deciding)
-
-    @staticmethod
-    def _nothing_reason(tracer: Tracer, used_web: bool, retrieval_failed: bool) -> AbstainReason:
-        grades = [s for s in tracer.steps if s.step in ("grade_relevance", "grade_relevance_batch")]
-        if grades and not any(s.ok for s in grades):
-            return "lm_error"
-        if used_web and not any(s.ok for s in tracer.steps if s.step == "web_search"):
-            return "retrieval_failed" if retrieval_failed else "web_failed"
-        if retrieval_failed:
-            return "retrieval_failed"
-        return "no_relevant_passage"
 
     def _direct(self, tracer: Tracer, question: str, start: float) -> dspy.Prediction:
         """No retrieval: answer from the LM alone, then rate usefulness (no support to judge)."""

@@ -347,3 +347,26 @@ def test_constructor_rejects_a_non_retriever_and_a_non_web_search():
 def test_each_judgement_is_a_named_predictor():
     names = {name for name, _ in CorrectiveRAG(ListRetriever(KB)).named_predictors()}
     assert names == {"evaluate_retrieval", "filter_strip", "rewrite_web_query", "generate_answer", "judge_support"}
+
+
+class BrokenStore:
+    def retrieve(self, query, k=5, filters=None):
+        raise RuntimeError("collection missing")
+
+
+@pytest.mark.parametrize("store,web,expected", [
+    (BrokenStore(), FakeWeb(error=WebSearchError("timeout", "timed out")), "retrieval_failed"),
+    (None, FakeWeb(error=WebSearchError("timeout", "timed out")), "web_failed"),
+    (BrokenStore(), None, "retrieval_failed"),
+    (None, FakeWeb([passage("w9", "Cats like milk.", url="https://e.org/c")]), "no_relevant_passage"),
+])
+def test_abstain_reason_says_what_failed(store, web, expected):
+    script = dict(BASE, evaluate_retrieval={"score": 1}, filter_strip={"keep": False})
+    _, result, _ = run(script, retriever=store, web=web)
+    assert result.abstained and result.abstain_reason == expected
+
+
+def test_a_drafter_that_finds_no_answer_abstains_as_no_answer_in_passages():
+    script = dict(BASE, generate_answer={"answer": "", "citations": [], "answerable": False})
+    _, result, _ = run(script, max_regenerations=0)
+    assert result.abstained and result.abstain_reason == "no_answer_in_passages"
