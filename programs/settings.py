@@ -21,6 +21,7 @@ class ProgramSettings(BaseModel):
     strategy: str = "selfrag"  # a name in programs.registry: Self-RAG reflection, corrective retrieval (CRAG), a baseline
     retrieve_mode: Literal["adaptive", "always", "never"] = "adaptive"
     k: int = Field(3, ge=1, le=20)  # passages a draft may read (with draft_passages) and web results per round
+    # (at most: the web search's own web.max_results caps them)
     # Candidates retrieved and graded per round (SelfRAG); None = k. Each graded passage costs ~120 prompt
     # tokens of the batched grading call; recall of the gold passage on ClapNQ dev (hybrid) is flat from 2
     # to 5 graded candidates (0.94) and 0.96 at 6 (bench/bench_grade_pool.py).

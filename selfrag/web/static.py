@@ -43,7 +43,7 @@ class StaticWebSearch:
         return Passage(id=p.id, text=p.text, score=p.score, metadata=meta)
 
     def search(self, query: str, max_results: int | None = None) -> list[Passage]:
-        n = self.max_results if max_results is None else max_results
+        n = self.max_results if max_results is None else min(max_results, self.max_results)  # web.max_results caps
         if n < 1:
             raise ValueError(f"max_results must be >= 1, got {n}")
         self.calls.append(query)

@@ -101,8 +101,8 @@ class TavilySearch:
         return self._client
 
     def search(self, query: str, max_results: int | None = None) -> list[Passage]:
-        """Search the web for ``query``; at most ``max_results`` passages (default: the constructor's)."""
-        n = self.max_results if max_results is None else max_results
+        """Search the web for ``query``; at most ``max_results`` passages, never more than the constructor's."""
+        n = self.max_results if max_results is None else min(max_results, self.max_results)  # web.max_results caps
         if n < 1:
             raise ValueError(f"max_results must be >= 1, got {n}")
         if not query or not query.strip():
@@ -166,6 +166,8 @@ class TavilySearch:
             raise WebSearchError("bad_response", f"Tavily answered with a body that is not JSON: {exc}") from exc
         except TypeError as exc:  # tavily-python does `raise response.raise_for_status()` on a non-error status
             raise WebSearchError("http_error", f"Tavily answered an unexpected status: {exc}") from exc
+        except AttributeError as exc:  # a 200 whose JSON is not an object: tavily-python calls .setdefault on it
+            raise WebSearchError("bad_response", f"Tavily answered JSON that is not an object: {exc}") from exc
         if not isinstance(body, dict):
             raise WebSearchError("bad_response", f"Tavily answered a {type(body).__name__}, expected a JSON object")
         return body

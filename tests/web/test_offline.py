@@ -38,7 +38,7 @@ PASSAGES = [
 
 def test_offline_gives_stable_pseudo_urls_and_keeps_order():
     retriever = FakeRetriever(PASSAGES)
-    web = OfflineWebSearch(retriever, collection="web")
+    web = OfflineWebSearch(retriever, collection="web", max_results=4)
     assert isinstance(web, WebSearch)
 
     out = web.search("super bowl", max_results=4)
@@ -62,6 +62,13 @@ def test_offline_defaults_and_limits():
     out = OfflineWebSearch(retriever, collection="My Web", max_results=2).search("q")
     assert len(out) == 2 and retriever.calls == [("q", 2)]
     assert out[0].source == "offline://my-web/super-bowl-50"
+
+
+def test_web_max_results_caps_what_a_program_asks_for():
+    # A program asks for its k per round; the web search built with web.max_results = 1 gives 1.
+    retriever = FakeRetriever(PASSAGES)
+    out = OfflineWebSearch(retriever, max_results=1).search("q", max_results=3)
+    assert len(out) == 1 and retriever.calls == [("q", 1)]
 
 
 def test_offline_empty_and_failures_are_web_errors():

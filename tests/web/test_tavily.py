@@ -161,6 +161,14 @@ def test_non_json_200_is_bad_response(http, sleeps):
     assert err.value.kind == "bad_response"
 
 
+@pytest.mark.parametrize("body", ["[]", "null", '"text"'])
+def test_json_200_that_is_not_an_object_is_bad_response(http, sleeps, body):
+    http.post(URL, body=body, status=200, content_type="application/json")
+    with pytest.raises(WebSearchError) as err:
+        make(sleeps).search("anything")
+    assert err.value.kind == "bad_response"
+
+
 def test_404_is_http_error(http, sleeps):
     http.post(URL, json={"detail": "Not Found"}, status=404)
     with pytest.raises(WebSearchError) as err:
