@@ -41,17 +41,22 @@ OUTPUT_MARK = "Reply with a JSON object with the fields:"
 
 
 def _type_hint(annotation: Any) -> str:
+    """A short type for the prompt; an object's keys are spelled out (``{number: int, ...}``), so a
+    backend that cannot constrain decoding to the schema still learns them."""
     if get_origin(annotation) is Literal:
         return " | ".join(json.dumps(a, ensure_ascii=False) for a in get_args(annotation))
     if annotation is bool:
         return "true | false"
     if annotation is str:
         return "string"
-    name = getattr(annotation, "__name__", None)
+    if annotation is Any:
+        return "any JSON value"
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return "{" + ", ".join(f"{n}: {_type_hint(f.annotation)}" for n, f in annotation.model_fields.items()) + "}"
     if get_origin(annotation) is list:
         inner = get_args(annotation)
-        return f"list of {getattr(inner[0], '__name__', str(inner[0]))}" if inner else "list"
-    return name or str(annotation)
+        return f"list of {_type_hint(inner[0])}" if inner else "list"
+    return getattr(annotation, "__name__", None) or str(annotation)
 
 
 def ordered_inputs(signature: type[dspy.Signature]) -> list[str]:

@@ -36,6 +36,14 @@ def test_field_descriptions_and_types_are_kept():
     assert "`answerable`: true | false" in user
 
 
+def test_an_object_output_names_its_keys():
+    # A backend without schema-constrained decoding (json_object mode) must learn the keys from the prompt.
+    from signatures import GradeRelevanceBatch
+
+    user = _messages(CompactJSONAdapter(), GradeRelevanceBatch, INPUTS)[-1]["content"]
+    assert '`verdicts`: list of {number: int, topic: string, relevance: "relevant" | "irrelevant"}' in user
+
+
 def test_much_shorter_than_json_adapter():
     def size(adapter):
         return sum(len(m["content"]) for m in _messages(adapter, GradeRelevance, {"question": "q", "passage": "p"}))
