@@ -152,6 +152,27 @@ def test_the_page_streams_cites_opens_passages_stops_and_uploads(live, page, tmp
     assert page.query_selector("#citations b") is None and page.query_selector("#passage-text b") is None
 
 
+def test_enter_while_a_question_runs_starts_no_second_one_and_an_error_clears_thinking(live, page):
+    from selfrag.service.settings import ServiceSettings
+
+    gate = Gate(GOOD["generate_answer"])
+    service, server = live(script=dict(GOOD, generate_answer=gate), settings=ServiceSettings(request_timeout=3.0))
+    page.goto(server.url + "/")
+    page.wait_for_selector("#collection option", state="attached")
+    submit(page, "When did the Zephyr bridge open?")
+    assert gate.reached.wait(20)
+    page.wait_for_selector("#steps li[data-step='grade_relevance']")
+    shown = steps_of(page)
+    page.fill("#question", "A second question about glass recycling?")
+    page.press("#question", "Enter")
+    time.sleep(0.5)
+    assert steps_of(page) == shown and service.app.state.service.runner.gate.depth == 1  # no second question
+    # The held draft outlives the 3 s request timeout: the error shows, and "Thinking…" does not stay.
+    page.wait_for_selector("#ask-button:not([disabled])", timeout=20_000)
+    assert "timeout" in page.text_content("#error") and page.text_content("#answer") == ""
+    gate.release.set()
+
+
 CONFIG = """
 [kb]
 path = "{kb}"

@@ -266,6 +266,7 @@ function parseEvents(buffer, onEvent) {
 
 async function ask(event) {
   event.preventDefault();
+  if (controller) return;  // one question at a time: Enter while one runs does not start a second
   const question = $("question").value.trim();
   if (!question) return;
   const collection = $("collection").value;
@@ -295,7 +296,10 @@ async function ask(event) {
         if (name === "started") $("status").textContent = "thinking";
         else if (name === "step") renderStep(data.index, data.step);
         else if (name === "result") { renderResult(data, collection); $("status").textContent = "done"; }
-        else if (name === "error") { showError(data.error.message + " (" + data.error.code + ")"); $("status").textContent = ""; }
+        else if (name === "error") {
+          showError(data.error.message + " (" + data.error.code + ")");
+          $("status").textContent = ""; $("answer").textContent = "";
+        }
       });
     }
   } catch (e) {
