@@ -21,9 +21,10 @@ probabilities, read from token log-probabilities):
    stage fitted it, or the artifact it is compiled from has it) the gate and the check are then **fitted
    together** (:func:`fit_gate_and_check`): the check's score becomes (1 − w)·P(stated) + w·top similarity,
    w from a logistic regression of "answerable" on both, and the pair (similarity, stated) best for the
-   objective over every distinct decision of both on these questions (a question the check does not
-   decide counts as abstained) replaces the similarity stage's threshold (``bench/bench_gate_check.py``
-   compares the rules). Skipped (size 0) for a program without the check.
+   objective over every distinct decision of both on these questions (a question the check did not
+   decide — its call failed — counts as answered unless gated: the program drafts) replaces the
+   similarity stage's threshold (``bench/bench_gate_check.py`` compares the rules). Skipped (size 0) for a
+   program without the check.
    The same scores fit ``verified``: the lowest P(stated) above which ≥ 90% (``verified_precision``) of
    the questions are answerable; above it the checked draft skips the support judge.
 5. **answer** on ``qa_en``: the program runs end to end with the answer threshold at 0 (it answers
@@ -37,7 +38,9 @@ probabilities, read from token log-probabilities):
    grows; :func:`~optimize.calibration.rate_upper_bound`). A coverage–accuracy PNG goes with it.
 
 The fitted :class:`~programs.thresholds.Thresholds` are set on the program (``compiled_thresholds``)
-and saved with it in the artifact; each stage's dev curve, accuracies and ECE go in the manifest.
+and saved with it in the artifact; each stage's dev curve, accuracies and ECE go in the manifest, with the
+split its questions came from (``split``; a stated stage fitted on recorded rows: ``row_splits``, how many
+on each split, and ``rows_from``, the manifests); the section's ``split`` joins them (``train+dev``).
 
 When the program starts from thresholds whose gate is bound to another embedder than its retriever's (an
 English artifact recalibrated over a Chinese collection, or over a re-scoring embedder), that gate stays:
@@ -317,7 +320,9 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
     also fits ``verified`` unless ``verified_precision`` is None (then ``verified`` stays as it was).
     ``stated_rows`` (:class:`~optimize.gate_check.RecordedRows`): the stated stage fits on the rows
     earlier calibrations recorded for this embedder (its stage name, ``stated`` or ``stated@KEY``), pooled,
-    instead of checking questions — whatever ``stated`` says, no LM call."""
+    instead of checking questions — whatever ``stated`` says, no LM call; they are read before the first
+    stage (a refusal costs no LM call), and the stage records their splits and files (:func:`_row_origin`).
+    Each stage's report records its ``split``; the section's ``split`` joins them (:func:`joined_split`)."""
     out_dir = Path(out_dir) if out_dir is not None else None
     start = getattr(program, "compiled_thresholds", None) or Thresholds()
     embedder = retriever_embedder(getattr(program, "retriever", None))
@@ -346,16 +351,19 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
     steps = [("retrieve", retrieve), ("relevance", relevance), ("similarity", similarity), ("stated", stated),
              ("answer", answer)]
     try:
+        ask = (f"stated@{key}" if other_set else "stated", embedder or "", fitted.check_prior)
+        recorded = stated_rows(*ask) if stated_rows is not None and stated else None  # before any LM call
         for name, size in steps:
             if size == 0:
                 continue
             if reporter is not None:
                 reporter.stage(f"calibrate {name}")
-            recorded = (stated_rows(f"stated@{key}" if other_set else "stated", embedder or "", fitted.check_prior)
-                        if name == "stated" and stated_rows is not None else None)
             th, rep, usage, embedder = _run_stage(
                 name, size, program, loader, split, answer_examples, answer_objective, similarity_false_abstention,
-                verified_precision, out_dir, recorded, embedder)
+                verified_precision, out_dir, recorded if name == "stated" else None, embedder)
+            rep["split"] = split
+            if name == "stated" and recorded is not None:
+                rep.update(_row_origin(stated_rows, ask, len(recorded)))
             if name == "stated" and language:
                 rep["language"] = language
             update: dict[str, Any] = {name: th}
@@ -380,4 +388,26 @@ def calibrate(program: Any, *, loader: SplitLoader, split: str = "train", retrie
         # the reports of the set's stages are its own: a manifest merge keeps the main set's beside them
         sections = {(f"{name}@{key}" if name in ("similarity", "stated") else name): rep
                     for name, rep in sections.items()}
-    return {"split": split, "thresholds": fitted.model_dump(), "stages": sections, "cost": total.model_dump()}
+    return {"split": joined_split(sections, split), "thresholds": fitted.model_dump(), "stages": sections,
+            "cost": total.model_dump()}
+
+
+def _row_origin(stated_rows: StatedRows, ask: tuple[str, str, bool], n: int) -> dict[str, Any]:
+    """What a stated stage fitted on recorded rows says of them: ``row_splits`` (how many on each split) and
+    ``rows_from`` (the manifests, :meth:`~optimize.gate_check.RecordedRows.origin`), and ``split`` joining
+    the splits; "unknown" from a source that does not say where its rows came from."""
+    origin = getattr(stated_rows, "origin", None)
+    found = origin(*ask) if callable(origin) else {"row_splits": {"unknown": n}}
+    return {**found, "split": "+".join(found["row_splits"]) or "unknown"}
+
+
+def joined_split(stages: dict[str, Any], default: str) -> str:
+    """The splits a calibration's stages read, joined in stage order (``train``, ``train+dev``): each
+    stage's ``split`` (``default`` for a report without one); ``default`` when no stage ran."""
+    parts: list[str] = []
+    for report in stages.values():
+        split = report.get("split") if isinstance(report, dict) else None
+        for part in str(split or default).split("+"):
+            if part not in parts:
+                parts.append(part)
+    return "+".join(parts) or default

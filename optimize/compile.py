@@ -27,8 +27,8 @@ from typing import Any
 import dspy
 
 from optimize.calibrate import DEFAULT_ANSWER_OBJECTIVE, DEFAULT_SIMILARITY_FALSE_ABSTENTION
-from optimize.calibrate import DEFAULT_VERIFIED_PRECISION, calibrate
-from optimize.gate_check import StatedRows
+from optimize.calibrate import DEFAULT_VERIFIED_PRECISION, calibrate, joined_split
+from optimize.gate_check import StatedRows, stage_split
 from optimize.derived_data import derived_loader, read_manifest
 from optimize.errors import CompileError
 from optimize.eval_examples import balanced_after
@@ -244,14 +244,24 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
                 if started.get(key):
                     manifest[key] = started[key]
         if calibration is not None:  # a stage not re-run keeps its report from the start (its threshold was kept)
-            earlier = (started.get("calibration") or {}).get("stages") or {}
-            calibration["stages"] = {**{k: v for k, v in earlier.items() if k not in calibration["stages"]},
+            calibration["stages"] = {**kept_stages(started.get("calibration"), calibration["stages"]),
                                      **calibration["stages"]}
+            calibration["split"] = joined_split(calibration["stages"], calibration["split"])
     if data_manifest is not None:
         manifest["data"] = data_entry(data_dir, data_manifest)
     if "calibration" in manifest:
         manifest["calibration"] = _relative_to(manifest["calibration"], Path(out_dir))
     return write_result(program, manifest, Path(out_dir), name, stages)
+
+
+def kept_stages(started: Any, fitted: dict[str, Any]) -> dict[str, Any]:
+    """The stage reports of the calibration a compile started from (``--from``) that this one did not
+    re-run, each with the split it was fitted on (:func:`~optimize.gate_check.stage_split`: its own, else
+    its calibration's — "unknown" for rows it pooled without saying from where)."""
+    started = started if isinstance(started, dict) else {}
+    earlier = started.get("stages") if isinstance(started.get("stages"), dict) else {}
+    return {k: ({**v, "split": stage_split(started, v)} if isinstance(v, dict) else v)
+            for k, v in earlier.items() if k not in fitted}
 
 
 def data_entry(data_dir: Path | str, data_manifest: dict[str, Any]) -> dict[str, Any]:

@@ -87,11 +87,13 @@ def load_examples(dataset: str, splits_dir: Path, limit: int | None = None) -> l
 
 
 def corpus_name(dataset: str, examples: Sequence[Any] = ()) -> str:
-    """The corpus a dataset's questions are answered from: clapnq (+ XQuAD distractors) or cmrc."""
+    """The corpus a dataset's questions are answered from: clapnq (+ XQuAD distractors), or for Chinese
+    questions cmrc-qa — what ``--dataset cmrc`` answers from: without the held-out paragraphs, so qa_zh's
+    unanswerable questions stay unanswerable from a QA file or a derived folder too."""
     if dataset in DATASET_TASKS:
         return DATASET_TASKS[dataset][1]
     langs = {field_value(e, "language") for e in examples}
-    return "cmrc" if "zh" in langs else "clapnq"
+    return DATASET_TASKS["cmrc" if "zh" in langs else "clapnq"][1]
 
 
 def ensure_corpus(kb: Any, documents: Sequence[tuple[str, dict]], progress: bool = False) -> int:

@@ -38,6 +38,7 @@ COLUMNS = (
     ("abstain unans.", lambda s: s["abstain_unanswerable"]),
     ("abstain ans.", lambda s: s["abstain_answerable"]),
     ("cite hit", lambda s: s["citation_hit"]),
+    ("cite n", lambda s: s.get("citation_questions")),
     ("grounded", lambda s: s["groundedness"]),
     ("LM calls mean/p50/p95", lambda s: _triple(s["lm_calls"], 1)),
     ("prompt tok mean/p50/p95", lambda s: _triple(s["prompt_tokens"], 0)),
@@ -57,7 +58,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
     for name, s in summary["programs"].items():
         lines.append(f"| {name} | " + " | ".join(_fmt(fn(s)) for _, fn in COLUMNS) + " |")
     lines += ["", "EM/F1/cite hit on answerable questions (F1 over words; character-level, one token per CJK "
-              "character, when the answer or the gold is Chinese); e2e = F1 if answered (answerable) or 1 if abstained "
+              "character, when the answer or the gold is Chinese; cite hit over the cite n of them with gold "
+              "documents); e2e = F1 if answered (answerable) or 1 if abstained "
               "(unanswerable); rel P/R = relevance grader against gold passages over graded passages; "
               "grounded = answers the support judge accepted (fully/partially); errors are excluded from "
               "averages.", ""]

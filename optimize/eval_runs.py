@@ -60,7 +60,7 @@ def score(example: Any, pred: Any) -> dict[str, float]:
         "precision": float(M.answer_precision(example, pred)),
         "e2e": M.e2e_score(example, pred),
         "abstention_correct": float(M.abstention_correct(example, pred)),
-        "citation_hit": float(M.citation_hit(example, pred)),
+        "citation_hit": M.citation_hit(example, pred),  # None: an answerable question without gold documents
     }
 
 

@@ -18,7 +18,8 @@ averages):
 - ``abstain_unanswerable``: share of unanswerable questions the program abstained on;
   ``abstain_answerable``: share of answerable questions it (wrongly) abstained on;
   ``abstention_accuracy``: ``abstention_correct`` over all questions.
-- ``citation_hit`` on the answerable questions.
+- ``citation_hit`` on the answerable questions with gold documents (``citation_questions`` of them; one
+  without scores None and is left out — in an older results file, its row has no ``gold_doc_ids``).
 - ``groundedness``: share of (non-abstained) answers the support judge accepted (``supported`` fully
   or partially); ``None`` for a program that never runs the judge.
 - cost per question: LM calls, prompt and completion tokens, wall seconds (mean, p50, p95).
@@ -73,6 +74,8 @@ def summarize_program(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     def avg(rs, key):
         return mean(r["scores"][key] for r in rs) if rs else None
 
+    cite_hits = [r["scores"].get("citation_hit") if r.get("gold_doc_ids", True) else None for r in answerable]
+
     return {
         "questions": len(qa),
         "answerable": len(answerable),
@@ -94,7 +97,8 @@ def summarize_program(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "abstain_unanswerable": mean(float(r["abstained"]) for r in unanswerable) if unanswerable else None,
         "abstain_answerable": mean(float(r["abstained"]) for r in answerable) if answerable else None,
         "abstention_accuracy": avg(ok, "abstention_correct"),
-        "citation_hit": avg(answerable, "citation_hit"),
+        "citation_hit": _mean_present(cite_hits),
+        "citation_questions": len([h for h in cite_hits if h is not None]),
         "groundedness": (mean(float(r.get("supported") in ACCEPTED_SUPPORT) for r in answered)
                          if judged and answered else None),
         "lm_calls": _stats([r["usage"]["lm_calls"] for r in ok]),

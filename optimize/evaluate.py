@@ -32,7 +32,7 @@ from optimize.eval_summary import summarize
 from optimize.progress import Reporter
 from optimize.qa_format import Catalog, with_gold_refs
 from optimize.splits import load_split
-from programs.artifacts import load_state_into
+from programs.artifacts import ArtifactError, content_hash, load_state_into, read_artifact
 from programs.registry import ProgramSpec
 from programs.strategy_retrieval import StrategyRetrieval
 
@@ -62,6 +62,48 @@ def build_program(spec: ProgramSpec, retriever: Any, *, web_search: Any = None, 
     return program
 
 
+QA_STAGES = ("similarity", "stated", "answer")  # the calibrate stages that read the qa questions
+DATASET_LANGUAGE = {"clapnq": "en", "cmrc": "zh"}  # the bundled datasets an eval reads the dev split of
+
+
+def fitted_splits(manifest: dict[str, Any]) -> set[tuple[str, str]]:
+    """(language, split) of the qa questions whose rows fitted a compiled artifact's thresholds, as its
+    manifest's calibration stages record them (each stage's ``row_splits`` or ``split``, its language from
+    its key ``stage@EMBEDDER@LANG``, its ``language`` or the run's); empty for a manifest whose stages do
+    not record their split (older ones: their calibration's ``split`` was the run's ``--cal-split``, whatever
+    split pooled rows came from)."""
+    calibration = manifest.get("calibration")
+    stages = calibration.get("stages") if isinstance(calibration, dict) else None
+    out: set[tuple[str, str]] = set()
+    for name, report in (stages if isinstance(stages, dict) else {}).items():
+        base, _, key = name.partition("@")
+        if base not in QA_STAGES or not isinstance(report, dict):
+            continue
+        language = key.partition("@")[2] or report.get("language") or manifest.get("language") or "en"
+        splits = report.get("row_splits") if isinstance(report.get("row_splits"), dict) else [report.get("split")]
+        out |= {(str(language), part) for split in splits if isinstance(split, str) for part in split.split("+")}
+    return out
+
+
+def in_sample_warnings(dataset: str, programs: Sequence[ProgramSpec]) -> list[str]:
+    """One line per ``compiled:PATH`` program whose thresholds were fitted on rows of the questions an eval
+    on ``dataset`` scores — the dev split of ``clapnq`` / ``cmrc`` (:func:`fitted_splits`); none for a QA file
+    or a derived folder, an artifact compiled on a derived folder (``--data``) or an unreadable one (refused
+    when it is built)."""
+    language = DATASET_LANGUAGE.get(dataset)
+    out = []
+    for spec in programs if language is not None else ():
+        try:
+            manifest = read_artifact(spec.artifact)["manifest"] if spec.artifact is not None else None
+        except ArtifactError:
+            continue
+        if isinstance(manifest, dict) and not manifest.get("data") and (language, "dev") in fitted_splits(manifest):
+            split = (manifest.get("calibration") or {}).get("split")
+            out.append(f"{spec.label}: its thresholds were fitted on {dataset} dev questions (calibration split "
+                       f"{split!r}): its scores on them are in-sample")
+    return out
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S")
 
@@ -89,6 +131,23 @@ def _shaping(settings: Any, dataset: str) -> dict[str, Any]:
             "web": settings.web.backend}
 
 
+def artifact_hashes(programs: Sequence[ProgramSpec]) -> dict[str, str]:
+    """The content hash (:func:`programs.artifacts.content_hash`: its state and thresholds, what the
+    results depend on) of each ``compiled:PATH`` program's artifact, by label."""
+    return {spec.label: content_hash(read_artifact(spec.artifact)) for spec in programs if spec.artifact is not None}
+
+
+def _changed_artifacts(config: dict[str, Any], artifacts: dict[str, str], run_id: str) -> None:
+    """Refuse (DataError) a resume whose ``compiled:PATH`` program's artifact is not the one the run
+    recorded: its old rows would be mixed with the new artifact's."""
+    recorded = config.get("artifacts") if isinstance(config.get("artifacts"), dict) else {}
+    for label, sha in artifacts.items():
+        if label in recorded and recorded[label] != sha:
+            raise DataError(f"run {run_id}: {label} changed since the run started (content "
+                            f"{str(recorded[label])[:12]} → {sha[:12]}): its results would mix two artifacts; "
+                            "start a new run with another --run-id")
+
+
 def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
     if isinstance(old, dict) and isinstance(new, dict):
         out = []
@@ -102,12 +161,16 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
 
 
 def _run_config(settings: Any, dataset: str, labels: list[str], limit: int | None, run_id: str,
-                examples: list[Any], config_path: Path) -> tuple[dict[str, Any], list[Any]]:
+                examples: list[Any], config_path: Path,
+                artifacts: dict[str, str] | None = None) -> tuple[dict[str, Any], list[Any]]:
     """The run's config and examples: a new run takes ``balanced(examples, limit)``; a resumed one
     (its config exists) the questions it started with, and adds the new programs to its list.
+    ``artifacts``: the content hash of each compiled program's artifact (:func:`artifact_hashes`), recorded.
 
     A resume is refused (DataError saying which) when its dataset, ``limit`` (None = the run's), LM,
-    program, retrieval or web settings differ from the run's: its old results would be relabelled."""
+    program, retrieval or web settings differ from the run's, or a compiled program's artifact changed
+    (:func:`_changed_artifacts`): its old results would be relabelled."""
+    artifacts = artifacts or {}
     shaping = _shaping(settings, dataset)
     if config_path.is_file():
         try:
@@ -126,12 +189,16 @@ def _run_config(settings: Any, dataset: str, labels: list[str], limit: int | Non
         missing = [i for i in config["example_ids"] if i not in by_id]
         if missing:
             raise DataError(f"run {run_id}: {len(missing)} example(s) of the run are not in {dataset}")
+        _changed_artifacts(config, artifacts, run_id)
         config["programs"] = list(dict.fromkeys([*config.get("programs", []), *labels]))
+        if artifacts:
+            config["artifacts"] = {**(config.get("artifacts") if isinstance(config.get("artifacts"), dict) else {}),
+                                   **artifacts}
         return config, [by_id[i] for i in config["example_ids"]]
     examples = balanced(examples, limit, unanswerable_share(dataset))
     config = {"run_id": run_id, "programs": labels, "limit": limit,
               "example_ids": [example_id(e) for e in examples], "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-              **shaping}
+              **shaping, **({"artifacts": artifacts} if artifacts else {})}
     return config, examples
 
 
@@ -157,8 +224,8 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
             ``retriever``, ``name``); the run uses ``eval-<corpus>``.
         datasets_dir / splits_dir: the public datasets (the corpus) and the derived splits (dev questions).
         web_search: the programs' web fallback (None = no web).
-        run_id: a folder name (:func:`check_run_id`); a resume must use the run's settings
-            (:func:`_run_config` refuses it otherwise, naming the differences).
+        run_id: a folder name (:func:`check_run_id`); a resume must use the run's settings and the
+            same artifacts (:func:`_run_config` refuses it otherwise, naming the differences).
         strict: refuse a ``compiled:`` artifact whose content hash does not match.
         collection: answer from this existing collection (the user's own) instead of ``eval-<corpus>``;
             gold documents are matched by doc id or source (:func:`optimize.qa_format.with_gold_refs`).
@@ -181,7 +248,7 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
     out_dir = Path(reports_dir) / run_id
     config_path = out_dir / CONFIG
     config, examples = _run_config(settings, dataset, labels, limit, run_id, load_examples(dataset, splits_dir),
-                                   config_path)
+                                   config_path, artifact_hashes(programs))
     corpus = None
     if collection is not None:  # the user's own collection: nothing is ingested, gold matched by id or source
         kb = knowledge_base(collection)

@@ -27,7 +27,8 @@ End-to-end metrics read the program's prediction fields ``answer: str``, ``absta
   ``example.answers`` (all gold answers) is taken.
 - ``abstention_correct``: ``bool(pred.abstained) == (not example.answerable)``.
 - ``citation_hit``: answerable example: 1 when a cited doc id is one of ``example.gold_doc_ids``
-  (a chunk suffix ``#...`` on the cited id is ignored). Unanswerable example: 1 when nothing is cited.
+  (a chunk suffix ``#...`` on the cited id is ignored); None (not scored) without gold doc ids.
+  Unanswerable example: 1 when nothing is cited.
 - ``e2e_metric``: answerable: answer F1, 0 if the program abstained; unanswerable: 1 if it abstained
   else 0. With a trace: score >= ``E2E_TRACE_THRESHOLD``.
 """
@@ -275,12 +276,15 @@ def abstention_correct(example: Any, pred: Any, trace: Any = None) -> float | bo
     return _result(float(bool(field_value(pred, "abstained", False)) == (not answerable)), trace)
 
 
-def citation_hit(example: Any, pred: Any, trace: Any = None) -> float | bool:
-    """Answerable: a cited doc id is a gold doc id. Unanswerable (no gold ids): nothing is cited."""
+def citation_hit(example: Any, pred: Any, trace: Any = None) -> float | bool | None:
+    """Answerable: a cited doc id is a gold doc id; None without gold doc ids (nothing to hit: an
+    abstention, citing nothing, must not score 1 there). Unanswerable: nothing is cited."""
     gold = set(field_value(example, "gold_doc_ids") or [])
     cited = {document_id(c) for c in cited_ids(pred)}
-    if not bool(field_value(example, "answerable", True)) or not gold:
+    if not bool(field_value(example, "answerable", True)):
         return _result(float(not cited), trace)
+    if not gold:
+        return None
     return _result(float(bool(cited & gold)), trace)
 
 

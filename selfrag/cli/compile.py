@@ -86,7 +86,8 @@ def compile_cmd(
              "thresholds it starts from (--from) say.")] = None,
     stated_rows: Annotated[Optional[list[Path]], typer.Option(
         "--stated-rows", help="Fit the stated stage (gate + answer check) on the rows these compile manifests "
-                              "recorded, pooled (repeatable; no LM call; --cal-stated is not used).")] = None,
+                              "recorded, pooled (repeatable, each manifest once — not with one that pooled it; "
+                              "checked before any model is loaded; no LM call; --cal-stated is not used).")] = None,
     start_from: Annotated[Optional[Path], typer.Option(
         "--from", help="Start from this compiled artifact (its demos, instructions and thresholds).")] = None,
     parallel: Annotated[int, typer.Option(

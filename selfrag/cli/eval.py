@@ -66,6 +66,10 @@ def eval_command(
         specs = parse_programs(programs)
     except ValueError as exc:
         fail(str(exc), 2)
+    from optimize.evaluate import in_sample_warnings
+
+    for warning in in_sample_warnings(dataset, specs):  # read from the artifacts' manifests, before any model
+        err_console.print(plain(f"warning: {warning}", "yellow"), soft_wrap=True)
     settings = settings_from(config, {"lm": {"profile": profile, "model": model, "threads": threads},
                                       "web": {"backend": web}, "retrieval": {"index": index}})
     if run_id is not None:

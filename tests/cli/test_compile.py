@@ -81,3 +81,37 @@ def test_cli_missing_splits_is_a_one_line_error(cli_lm, tmp_path, monkeypatch):
     result = runner.invoke(app, ["compile", "--judgement", "support", "--out-dir", str(tmp_path)])
     assert result.exit_code == 2 and "selfrag data build" in " ".join(result.output.split())
     assert cli_lm.calls == []
+
+
+@pytest.mark.parametrize("calibration, problem", [
+    ({"stages": {"stated": None}}, "'stated': not a stage report (an object), got None"),
+    ({"stages": {"stated": []}}, "'stated': not a stage report (an object), got []"),
+    ({"stages": {"stated": {"rows": [{"p_stated": 0.5, "answerable": True}]}}}, "'stated': row 1 is not"),
+    ({"thresholds": [1], "stages": {"stated": {"rows": []}}}, "its calibration thresholds are not an object: [1]"),
+])
+def test_cli_a_malformed_stated_rows_manifest_is_one_line_before_any_model_is_built(tmp_path, monkeypatch,
+                                                                                   calibration, problem):
+    import json
+
+    built = []
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: built.append(settings))
+    bad = tmp_path / "bad.manifest.json"
+    bad.write_text(json.dumps({"calibration": calibration}), encoding="utf-8")
+    result = runner.invoke(app, ["compile", "--judgement", "none", "--calibrate", "--stated-rows", str(bad),
+                                 "--out-dir", str(tmp_path)])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit)  # no traceback
+    assert " ".join(result.stderr.split()).startswith(f"error: --stated-rows {bad}")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert problem in " ".join(result.stderr.split()) and built == []
+
+
+def test_cli_the_same_stated_rows_twice_is_refused_before_any_model_is_built(tmp_path, monkeypatch):
+    from tests.optimize.test_gate_check import manifest, noisy_rows
+
+    built = []
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: built.append(settings))
+    rows = manifest(tmp_path / "rows.manifest.json", {"stated": {"rows": noisy_rows(10)}})
+    result = runner.invoke(app, ["compile", "--judgement", "none", "--calibrate", "--stated-rows", str(rows),
+                                 "--stated-rows", str(rows), "--out-dir", str(tmp_path)])
+    assert result.exit_code == 2 and built == []
+    assert "the same manifest as" in " ".join(result.stderr.split())

@@ -129,3 +129,56 @@ def test_cli_eval_builds_a_strategy_program_as_ask_does(hash_kb_settings, tmp_pa
     assert filters["iterative"] == [{"year": {"$eq": 1931}}] * 5  # the collection's schema reached self-query
     assert filters["vanilla-rag"] == [] and engine.count("extract_filters") == 5  # built as before
     assert {d for r in rows if r["program"] == "iterative" for d in r["cited_doc_ids"]} <= {"d1"}
+
+
+def vanilla_artifact(path, manifest=None, instructions=None):
+    from optimize.evaluate import build_program
+    from programs.artifacts import save_artifact
+    from programs.registry import parse_program
+    from tests.optimize.test_evaluate import FixedRetriever
+
+    program = build_program(parse_program("vanilla-rag"), FixedRetriever())
+    if instructions:
+        program.generate_answer.signature = program.generate_answer.signature.with_instructions(instructions)
+    return save_artifact(program, path, manifest)
+
+
+def test_cli_eval_warns_when_the_artifact_s_thresholds_were_fitted_on_the_questions_it_scores(
+        hash_kb_settings, tmp_path, monkeypatch):
+    monkeypatch.setattr("optimize.sources.corpus_documents", fake_corpus)
+    lm, _ = scripted_lm(SCRIPT)
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
+    pooled = {"language": "en", "calibration": {"split": "train+dev", "stages": {
+        "retrieve": {"split": "train"}, "stated": {"split": "train+dev", "row_splits": {"train": 300, "dev": 100}}}}}
+    art = vanilla_artifact(tmp_path / "pooled.json", pooled)
+    args = ["--programs", f"compiled:{art}", "--limit", "2", "--reports", str(tmp_path / "rep"), "-q"]
+    result = runner.invoke(app, ["eval", "--dataset", "clapnq", "--run-id", "dev", *args])
+    assert result.exit_code == 0, result.output
+    warning = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warning == [f"warning: compiled:{art}: its thresholds were fitted on clapnq dev questions (calibration "
+                       "split 'train+dev'): its scores on them are in-sample"]
+    # not on another dataset's questions, nor from a manifest that does not say which split its rows were on
+    other = runner.invoke(app, ["eval", "--dataset", str(write_dataset(tmp_path / "five.jsonl")), "--run-id", "file",
+                             *args])
+    assert other.exit_code == 0 and "warning:" not in other.stderr
+    older = vanilla_artifact(tmp_path / "older.json", {"calibration": {"split": "train", "stages": {
+        "stated": {"rows_recorded": 400}}}})
+    result = runner.invoke(app, ["eval", "--dataset", "clapnq", "--run-id", "older", "--programs",
+                                 f"compiled:{older}", "--limit", "2", "--reports", str(tmp_path / "rep"), "-q"])
+    assert result.exit_code == 0 and "warning:" not in result.stderr
+
+
+def test_cli_eval_refuses_to_resume_over_a_changed_artifact_in_one_line(hash_kb_settings, tmp_path, monkeypatch):
+    monkeypatch.setattr("optimize.sources.corpus_documents", fake_corpus)
+    lm, engine = scripted_lm(SCRIPT)
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
+    art = vanilla_artifact(tmp_path / "a.json")
+    args = ["eval", "--dataset", str(write_dataset(tmp_path / "five.jsonl")), "--programs", f"compiled:{art}",
+            "--run-id", "r", "--reports", str(tmp_path / "rep"), "-q"]
+    assert runner.invoke(app, [*args, "--limit", "2"]).exit_code == 0
+    vanilla_artifact(art, instructions="Recompiled.")
+    calls = len(engine.calls)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit)
+    assert result.stderr.startswith(f"error: run r: compiled:{art} changed since the run started")
+    assert len(result.stderr.strip().splitlines()) == 1 and len(engine.calls) == calls

@@ -325,3 +325,39 @@ def test_stated_stage_refits_on_recorded_rows_without_an_lm_call(tmp_path):
     assert (own["similarity"], own["stated"], own["stated_similarity_weight"]) == (
         expected["similarity"], expected["stated"], expected["stated_similarity_weight"])
     assert report["thresholds"]["similarity"] == 0.3 and report["thresholds"]["similarity_embedder"] == "emb-other"
+
+
+def test_a_stage_fitted_on_recorded_rows_records_their_splits_and_the_calibration_says_which(tmp_path):
+    """A manifest's calibration split was the run's --cal-split even when the stated stage pooled rows
+    recorded on dev: it now joins the splits its stages read, and the stage records its rows' splits."""
+    from tests.optimize.test_gate_check import manifest, noisy_rows
+
+    lm, engine = scripted_lm({"retrieve_decision": {"decision": "yes"}})
+    program = SelfRAG(SimilarityRetriever(KB), config=ProgramSettings(retrieve_rules=False), generator_lm=lm,
+                      adapter=dspy.JSONAdapter())
+    program.compiled_thresholds = Thresholds(similarity=0.3, similarity_embedder="emb-a")
+    dev = manifest(tmp_path / "dev.manifest.json", {"stated": {"rows": noisy_rows(100, 2)}}, split="dev")
+    report = calibrate(program, loader=lambda task, split: SIM_QA, retrieve=0, relevance=0, answer=0,
+                       answer_objective=("max_false_abstention", 0.1), stated_rows=RecordedRows([dev]))
+    stated = report["stages"]["stated"]
+    assert report["split"] == "dev" and stated["split"] == "dev" and stated["row_splits"] == {"dev": 100}
+    assert [(s["path"], s["rows"]) for s in stated["rows_from"]] == [(str(dev), 100)]
+    train = manifest(tmp_path / "train.manifest.json", {"stated": {"rows": noisy_rows(300, 1)}}, split="train")
+    report = calibrate(program, loader=lambda task, split: SPLITS[("retrieve", "train")] if task == "retrieve"
+                       else SIM_QA, relevance=0, answer=0, answer_objective=("max_false_abstention", 0.1),
+                       stated_rows=RecordedRows([train, dev]))
+    assert report["split"] == "train+dev" and report["stages"]["retrieve"]["split"] == "train"
+    assert report["stages"]["stated"]["row_splits"] == {"train": 300, "dev": 100}
+
+
+def test_recorded_rows_are_read_before_the_first_stage_spends_an_lm_call(tmp_path):
+    from tests.optimize.test_gate_check import manifest, noisy_rows
+
+    lm, engine = scripted_lm({"retrieve_decision": {"decision": "yes"}})
+    program = SelfRAG(SimilarityRetriever(KB), config=ProgramSettings(retrieve_rules=False), generator_lm=lm,
+                      adapter=dspy.JSONAdapter())
+    other = manifest(tmp_path / "minilm.manifest.json", {"stated": {"rows": noisy_rows(10)}}, embedder="minilm")
+    with pytest.raises(CompileError, match="minilm.manifest.json: its 'stated' similarities are on 'minilm'"):
+        calibrate(program, loader=lambda task, split: SPLITS[(task, split)], relevance=0, answer=0,
+                  stated_rows=RecordedRows([other]))
+    assert engine.calls == []  # the retrieve stage did not run

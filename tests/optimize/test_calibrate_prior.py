@@ -72,7 +72,9 @@ def test_rows_with_a_prior_are_fitted_on_the_contrast():
     rows = with_prior(noisy_rows(80, 1), prior=0.6)
     assert row_value(rows[0]) == pytest.approx((rows[0]["p_stated"] - 0.6 + 1) / 2)
     assert row_value({**rows[0], "p_prior": None}) is None  # the prior call failed: the check decides nothing
-    assert not answers({**rows[0], "p_prior": None}, 0.0, 0.0, 0.0)
+    # the program drafts after a failed (prior) call: the rule lets the question through unless the gate stops it
+    assert answers({**rows[0], "p_prior": None}, 0.0, 0.0, 0.99)
+    assert not answers({**rows[0], "p_prior": None}, 0.9, 0.0, 0.0)
     fit = fit_gate_and_check(rows, ("max_false_abstention", 0.1))
     bare = fit_gate_and_check(noisy_rows(80, 1), ("max_false_abstention", 0.1))
     # a constant prior shifts the value: the same decisions at a threshold moved onto the contrast's scale

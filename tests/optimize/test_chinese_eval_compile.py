@@ -60,6 +60,34 @@ def test_eval_on_cmrc_includes_unanswerable_questions_answered_from_the_qa_corpu
     assert "character-level" in (out / "summary.md").read_text(encoding="utf-8")
 
 
+def test_chinese_questions_from_a_qa_file_are_answered_from_the_corpus_cmrc_is(tmp_path, monkeypatch):
+    """A zh QA file (or derived folder) was answered from the whole ``cmrc`` corpus, held-out paragraphs
+    included: qa_zh's unanswerable questions became answerable. It takes --dataset cmrc's ``cmrc-qa``."""
+    import json
+
+    from selfrag.wiring import build_knowledge_base
+
+    monkeypatch.setenv("SELFRAG_KB__EMBEDDING_MODEL", "hash")
+    monkeypatch.setenv("SELFRAG_KB__PATH", str(tmp_path / "kb"))
+    monkeypatch.chdir(tmp_path)
+    settings = resolve()
+    qa = tmp_path / "qa_zh.jsonl"
+    qa.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in [
+        {"question": "光荣公司成立于哪一年？", "answers": ["1978年"], "language": "zh"},
+        {"question": "光荣公司的总部在哪里？", "answers": [], "language": "zh"}]) + "\n", encoding="utf-8")
+    monkeypatch.setattr("optimize.sources.corpus_documents", lambda name, d: [
+        ("光荣公司成立于1978年。", {"doc_id": "cmrc:1", "title": "", "source": "cmrc2018"})]
+        if name == "cmrc-qa" else pytest.fail(f"corpus {name}"))
+    lm, _ = scripted_lm({"generate_answer": {"answer": "1978年", "citations": [1], "answerable": True}})
+    _, summary = evaluate(settings, str(qa), parse_programs("vanilla-rag"), lms=(lm, None, dspy.JSONAdapter()),
+                          knowledge_base=lambda name: build_knowledge_base(settings, collection=name),
+                          datasets_dir=tmp_path, splits_dir=SPLITS, run_id="zh-file",
+                          reports_dir=tmp_path / "reports")
+    assert summary["meta"]["collection"] == "eval-cmrc-qa"
+    assert eval_examples.corpus_name(str(qa), [dspy.Example(language="zh")]) == eval_examples.corpus_name("cmrc")
+    assert eval_examples.corpus_name(str(qa), [dspy.Example(language="en")]) == "clapnq"
+
+
 @needs_zh
 def test_compile_in_chinese_reads_the_zh_sets(tmp_path):
     lms, engine = fake_lms()

@@ -407,6 +407,15 @@ def test_calibrate_only_starts_from_an_artifact_and_saves_thresholds(tmp_path):
     assert calibration["stages"].keys() == {"retrieve", "relevance", "answer"}
     assert calibration["stages"]["answer"] == payload["manifest"]["calibration"]["stages"]["answer"]
     assert calibration["thresholds"]["answer"] == payload["thresholds"]["answer"]
+    # re-run on dev, the calibration says it joins a train fit and a dev one; each stage says which
+    lms, _ = fake_lms(script)
+    dev = compile_program(Settings(), splits_dir=SPLITS, judgements="none", name="dev", out_dir=tmp_path,
+                          lms=lms, retriever=retriever, start_from=result.artifact, calibrate_split="dev",
+                          calibrate_sizes={"retrieve": 0, "relevance": 4, "stated": 0, "answer": 0})
+    calibration = read_artifact(dev.artifact)["manifest"]["calibration"]
+    assert calibration["split"] == "train+dev"
+    assert {k: v["split"] for k, v in calibration["stages"].items()} == {"retrieve": "train", "relevance": "dev",
+                                                                         "answer": "train"}
 
 
 def test_cal_skip_starts_the_qa_stages_after_the_questions_an_earlier_calibration_asked(tmp_path):
@@ -435,3 +444,18 @@ def test_nothing_to_compile_mentions_calibrate(tmp_path):
     lms, _ = fake_lms()
     with pytest.raises(CompileError, match="--calibrate"):
         compile_program(Settings(), splits_dir=SPLITS, judgements="none", out_dir=tmp_path, lms=lms)
+
+
+def test_stages_kept_from_an_older_manifest_take_its_split_or_unknown_for_pooled_rows():
+    """A manifest older than per-stage splits: its calibration's split is the run's --cal-split, true of the
+    stages it ran, not of rows it pooled (``rows_recorded``)."""
+    from optimize.calibrate import joined_split
+    from optimize.compile import kept_stages
+
+    started = {"split": "dev", "stages": {"retrieve": {"threshold": 0.4}, "stated": {"rows_recorded": 10},
+                                          "answer": {"threshold": 0.5}}}
+    kept = kept_stages(started, {"answer": {"split": "train"}})
+    assert kept == {"retrieve": {"threshold": 0.4, "split": "dev"},
+                    "stated": {"rows_recorded": 10, "split": "unknown"}}
+    assert joined_split({**kept, "answer": {"split": "train"}}, "train") == "dev+unknown+train"
+    assert kept_stages(None, {}) == {}

@@ -123,6 +123,24 @@ def test_metrics_are_the_hand_computed_values(tmp_path):
     assert g["prompt_tokens"]["mean"] == pytest.approx(36)
 
 
+def test_citation_hit_leaves_out_answerable_questions_without_gold_documents(tmp_path, monkeypatch):
+    """An answerable question without gold documents scored 1 when nothing was cited: a program abstaining
+    on it won. It is left out of the mean, and the summary says over how many the mean is."""
+    nogold = [ex(6, "Who designed the Zephyr bridge?", ["Ada Cole"], []), ex(7, "Who runs Acme?", ["Jane"], [])]
+    for e in nogold:
+        monkeypatch.setitem(RANKING, e.question, [DX, D3])
+    built, _ = programs(("vanilla-rag",))
+    rows = eval_runs.run_eval(built, EXAMPLES + nogold, tmp_path)
+    assert [r["scores"]["citation_hit"] for r in rows if r["id"] in ("q6", "q7")] == [None, None]
+    v = eval_summary.summarize(rows)["programs"]["vanilla-rag"]
+    assert v["answerable"] == 5 and v["citation_questions"] == 3 and v["citation_hit"] == pytest.approx(1 / 3)
+    # a row of an older results file: scored 1.0, no gold documents — left out too
+    old = [{**r, "scores": {**r["scores"], "citation_hit": 1.0}} if r["id"] in ("q6", "q7") else r for r in rows]
+    assert eval_summary.summarize(old)["programs"]["vanilla-rag"]["citation_hit"] == pytest.approx(1 / 3)
+    table = eval_reports.render_markdown(eval_summary.summarize(rows))
+    assert "| cite hit | cite n |" in table and "| 0.33 | 3 |" in table
+
+
 def test_percentile_interpolates_like_numpy():
     assert eval_summary.percentile([1, 2, 3, 4], 50) == 2.5
     assert eval_summary.percentile([3, 3, 4, 4, 4], 95) == 4
@@ -420,6 +438,36 @@ def test_a_resume_with_other_settings_is_refused_naming_them(hash_kb_settings, t
     evaluate(hash_kb_settings, data, parse_programs("vanilla-rag"), limit=4, **run)  # the same: resumes
 
 
+def test_a_resume_whose_compiled_artifact_changed_is_refused_naming_the_program(hash_kb_settings, tmp_path,
+                                                                               monkeypatch):
+    """A recompile to the same path between two runs of one --run-id mixed the old artifact's rows into the
+    new one's summary; the run records each artifact's content hash and a resume refuses another."""
+    from optimize.errors import DataError
+    from programs.artifacts import content_hash, read_artifact, save_artifact
+
+    monkeypatch.setattr("optimize.sources.corpus_documents", fake_corpus)
+    data = str(write_dataset(tmp_path / "five.jsonl"))
+    art = tmp_path / "a.json"
+    program = build_program(parse_program("vanilla-rag"), FixedRetriever())
+    save_artifact(program, art)
+    components, engine = _components(hash_kb_settings, tmp_path)
+    run = dict(run_id="r1", reports_dir=tmp_path / "reports", **components)
+    label = f"compiled:{art}"
+    evaluate(hash_kb_settings, data, parse_programs(label), limit=2, **run)
+    config = json.loads((tmp_path / "reports" / "r1" / "config.json").read_text())
+    assert config["artifacts"] == {label: content_hash(read_artifact(art))}
+    evaluate(hash_kb_settings, data, parse_programs(f"{label},no-retrieval"), **run)  # the same artifact: resumes
+    results = (tmp_path / "reports" / "r1" / "results.jsonl").read_bytes()
+    calls = len(engine.calls)
+    program.generate_answer.signature = program.generate_answer.signature.with_instructions("Recompiled.")
+    save_artifact(program, art)
+    with pytest.raises(DataError, match=rf"^run r1: {label} changed since the run started \(content "):
+        evaluate(hash_kb_settings, data, parse_programs(label), **run)
+    assert len(engine.calls) == calls and (tmp_path / "reports" / "r1" / "results.jsonl").read_bytes() == results
+    evaluate(hash_kb_settings, data, parse_programs(label), run_id="r2", reports_dir=tmp_path / "reports",
+             **components)  # a new run takes it
+
+
 def test_the_retriever_comes_from_retriever_of_and_a_missing_index_is_refused_before_anything_is_written(
         hash_kb_settings, tmp_path, monkeypatch):
     from selfrag.errors import InputError
@@ -540,3 +588,23 @@ def test_a_dead_backend_makes_every_question_an_error_not_an_abstention(tmp_path
     s = eval_summary.summarize(rows)["programs"]["vanilla-rag"]
     assert s["errors"] == 5 and s["abstain_unanswerable"] is None  # no credit for "abstaining"
     assert s["errors_by_kind"] == {"auth": 5}
+
+
+def test_the_splits_an_artifact_s_thresholds_were_fitted_on_are_read_per_stage_and_language(tmp_path):
+    from optimize.evaluate import fitted_splits, in_sample_warnings
+    from programs.artifacts import save_artifact
+
+    manifest = {"language": "en", "calibration": {"split": "train+dev", "stages": {
+        "retrieve": {"split": "dev"},  # not the qa questions an eval scores
+        "answer": {"split": "train"},
+        "stated@e5@zh": {"split": "dev", "row_splits": {"dev": 40}}}}}
+    assert fitted_splits(manifest) == {("en", "train"), ("zh", "dev")}
+    assert fitted_splits({"calibration": {"split": "dev", "stages": {"stated": {"n": 10}}}}) == set()  # older
+    art = save_artifact(build_program(parse_program("vanilla-rag"), FixedRetriever()), tmp_path / "a.json", manifest)
+    specs = parse_programs(f"compiled:{art},vanilla-rag")
+    assert in_sample_warnings("clapnq", specs) == []
+    assert in_sample_warnings("cmrc", specs) == [f"compiled:{art}: its thresholds were fitted on cmrc dev questions "
+                                                 "(calibration split 'train+dev'): its scores on them are in-sample"]
+    derived = save_artifact(build_program(parse_program("vanilla-rag"), FixedRetriever()), tmp_path / "d.json",
+                            {**manifest, "data": {"dir": "own"}})  # compiled on a derived folder's questions
+    assert in_sample_warnings("cmrc", parse_programs(f"compiled:{derived}")) == []

@@ -8,7 +8,7 @@ import pytest
 
 from optimize.calibration import fit_joint_thresholds
 from optimize.errors import CompileError
-from optimize.gate_check import _similarity_weight, cross_validate_gate_and_check, fit_gate_and_check
+from optimize.gate_check import _similarity_weight, answers, cross_validate_gate_and_check, fit_gate_and_check
 from optimize.gate_check import RecordedRows
 
 
@@ -92,9 +92,9 @@ def test_cross_validation_needs_two_of_each_class():
     assert cv["folds"] == 2 and cv["abstention_unanswerable"] == 1.0 and cv["false_abstention"] == 0.0
 
 
-def manifest(path, stages, embedder="emb-a"):
+def manifest(path, stages, embedder="emb-a", **calibration):
     path.write_text(json.dumps({"calibration": {"thresholds": {"similarity_embedder": embedder},
-                                                "stages": stages}}), encoding="utf-8")
+                                                "stages": stages, **calibration}}), encoding="utf-8")
     return path
 
 
@@ -145,3 +145,112 @@ def test_a_set_s_rows_are_read_from_a_run_whose_main_set_was_on_that_embedder(tm
     minilm = manifest(tmp_path / "minilm.manifest.json", {"stated": {"rows": noisy_rows(8, 5)}}, embedder="minilm")
     with pytest.raises(CompileError, match="no 'stated@e5-small@en' stage"):  # another scale
         RecordedRows([minilm])("stated@e5-small@en", "e5-small")
+
+
+def rows_with_failed_checks(n=100, seed=0):
+    """Answerable questions near the top of the similarity scale, unanswerable ones below; every tenth
+    answerable one's check call failed (``p_stated`` None)."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        answerable = i % 2 == 0
+        sim = rng.uniform(0.75, 0.95) if answerable else rng.uniform(0.6, 0.85)
+        p = None if answerable and i % 10 == 0 else rng.uniform(0.5, 1) if answerable else rng.uniform(0, 0.7)
+        rows.append({"p_stated": p, "top_similarity": round(sim, 4), "answerable": answerable})
+    return rows
+
+
+def test_an_unchecked_row_the_gate_passes_is_answered_by_the_fit_and_its_cross_validation_alike():
+    """The program drafts after a failed check (check value None, not "not stated"): the fit counted such a
+    row as P(stated) 0 — answered or not by its similarity alone — while answers() abstained on it, so the
+    fitted rule's own figures and its out-of-sample estimate disagreed (0.08 vs 0.22 false abstention)."""
+    rows = rows_with_failed_checks()
+    objective = ("max_false_abstention", 0.1)
+    fit = fit_gate_and_check(rows, objective)
+    gate, weight, threshold = fit["similarity"], fit["stated_similarity_weight"], fit["stated"]
+    decided = [answers(r, gate, weight, threshold) for r in rows]
+    pos = [d for d, r in zip(decided, rows) if r["answerable"]]
+    neg = [d for d, r in zip(decided, rows) if not r["answerable"]]
+    assert fit["false_abstention"] == round(pos.count(False) / len(pos), 4)
+    assert fit["abstention_unanswerable"] == round(neg.count(False) / len(neg), 4)
+    unchecked = [r for r in rows if r["p_stated"] is None]
+    assert all(answers(r, gate, weight, 1.0) == (r["top_similarity"] >= gate) for r in unchecked)
+    # the score's weight is fitted on the checked rows only
+    checked = [r for r in rows if r["p_stated"] is not None]
+    assert weight == _similarity_weight([r["p_stated"] for r in checked], [r["top_similarity"] for r in checked],
+                                        [r["answerable"] for r in checked])[0]
+    # each fold's fit counts them as its held-out decisions do: out of sample, the unchecked answerable
+    # questions are no longer all abstained on (0.26 false abstention when they were)
+    assert cross_validate_gate_and_check(rows, objective)["false_abstention"] <= 0.1
+
+
+def recorded(path, rows, cal_split, **stage):
+    return manifest(path, {"stated": {"rows": rows, **stage}}, split=cal_split)
+
+
+def test_the_same_manifest_twice_is_refused_by_path_or_content(tmp_path):
+    a = recorded(tmp_path / "a.manifest.json", noisy_rows(10, 1), "train")
+    with pytest.raises(CompileError, match=r"--stated-rows .*a.manifest.json: the same manifest as .*a.manifest.json "
+                                           r"\(its rows would count twice\)"):
+        RecordedRows([a, tmp_path / "." / "a.manifest.json"])
+    copy = tmp_path / "copy.manifest.json"
+    copy.write_bytes(a.read_bytes())
+    with pytest.raises(CompileError, match="copy.manifest.json: the same manifest as .*a.manifest.json"):
+        RecordedRows([a, copy])
+
+
+def test_a_pooled_manifest_with_one_of_its_sources_is_refused(tmp_path):
+    train = recorded(tmp_path / "train.manifest.json", noisy_rows(10, 1), "train")
+    dev = recorded(tmp_path / "dev.manifest.json", noisy_rows(6, 2), "dev")
+    both = RecordedRows([train, dev])
+    origin = both.origin("stated", "emb-a")
+    assert origin["row_splits"] == {"train": 10, "dev": 6}
+    assert [(s["path"], s["rows"], s["row_splits"]) for s in origin["rows_from"]] == [
+        (str(train), 10, {"train": 10}), (str(dev), 6, {"dev": 6})]
+    # a manifest whose stage was fitted on them records where its rows came from, as calibrate writes it
+    pooled = recorded(tmp_path / "pooled.manifest.json", both("stated", "emb-a"), "train",
+                      rows_recorded=16, split="train+dev", **origin)
+    with pytest.raises(CompileError, match=r"pooled.manifest.json: its 'stated' stage was fitted on rows pooled from "
+                                           r".*dev.manifest.json, also given"):
+        RecordedRows([pooled, dev])
+    assert RecordedRows([pooled])("stated", "emb-a") == both("stated", "emb-a")
+    # and pooled again, its rows' splits go along; a source of a source is a source
+    assert RecordedRows([pooled]).origin("stated", "emb-a")["row_splits"] == {"train": 10, "dev": 6}
+    again = recorded(tmp_path / "again.manifest.json", noisy_rows(16, 7), "train", rows_recorded=16,
+                     **RecordedRows([pooled]).origin("stated", "emb-a"))
+    with pytest.raises(CompileError, match=r"again.manifest.json: its 'stated' stage was fitted on rows pooled from "
+                                           r".*train.manifest.json"):
+        RecordedRows([train, again])
+    # an older manifest names its sources only by the paths given to its run
+    older = manifest(tmp_path / "older.manifest.json", {"stated": {"rows": noisy_rows(16, 8), "rows_recorded": 16}},
+                     split="train", stated_rows_from=[str(train), str(dev)])
+    with pytest.raises(CompileError, match="older.manifest.json: its 'stated' stage was fitted on rows pooled from"):
+        RecordedRows([older, train])
+    assert RecordedRows([older]).origin("stated", "emb-a")["row_splits"] == {"unknown": 16}  # not its run's split
+
+
+def test_a_stage_kept_from_another_manifest_is_not_pooled_twice(tmp_path):
+    rows = noisy_rows(10, 1)
+    start = recorded(tmp_path / "start.manifest.json", rows, "train")
+    kept = manifest(tmp_path / "kept.manifest.json", {"stated": {"rows": rows}, "answer": {"n": 4}}, split="dev")
+    with pytest.raises(CompileError, match=r"kept.manifest.json: its 'stated' rows are the same as "
+                                           r".*start.manifest.json's"):
+        RecordedRows([start, kept])("stated", "emb-a")
+
+
+@pytest.mark.parametrize("calibration, problem", [
+    ({"stages": {"stated": None}}, "'stated': not a stage report (an object), got None"),
+    ({"stages": {"stated@e5@zh": []}}, "'stated@e5@zh': not a stage report (an object), got []"),
+    ({"stages": {"stated": {"rows": {"p_stated": 0.5}}}}, "'stated': its rows are not a list"),
+    ({"stages": {"stated": {"rows": [{"p_stated": 0.5, "answerable": True}]}}}, "'stated': row 1 is not"),
+    ({"stages": {"stated": {"rows": [], "embedder": 3}}}, "'stated': its embedder is not text: 3"),
+    ({"stages": {"stated": {"rows": [], "check_prior": "yes"}}}, "'stated': its check_prior is not true or false"),
+    ({"thresholds": [], "stages": {"stated": {"rows": []}}}, "its calibration thresholds are not an object"),
+])
+def test_a_malformed_manifest_is_refused_when_read_naming_the_file(tmp_path, calibration, problem):
+    path = tmp_path / "bad.manifest.json"
+    path.write_text(json.dumps({"calibration": calibration}), encoding="utf-8")
+    with pytest.raises(CompileError) as caught:
+        RecordedRows([path])  # read, not yet asked for a stage: before any LM is built
+    assert str(caught.value).startswith(f"--stated-rows {path}") and problem in str(caught.value)
+    assert "\n" not in str(caught.value)

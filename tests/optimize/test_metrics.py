@@ -71,6 +71,11 @@ def test_citation_hit():
     u = ex(question="q", answerable=False, gold_doc_ids=[])
     assert M.citation_hit(u, pred(cited_doc_ids=[])) == 1.0
     assert M.citation_hit(u, pred(cited_doc_ids=["clapnq:1"])) == 0.0
+    # answerable without gold documents: nothing to hit — not scored (was 1 when nothing was cited: an
+    # abstention won), whatever is cited
+    g = ex(question="q", answerable=True, gold_doc_ids=[])
+    assert M.citation_hit(g, pred(cited_doc_ids=[])) is None
+    assert M.citation_hit(g, pred(cited_doc_ids=["clapnq:1"])) is None
 
 
 def test_citation_ids_from_selfrag_result_citations():
