@@ -217,15 +217,37 @@ class Runtime:
             self._answer_cache = AnswerCache(Path(self.settings.kb.path).expanduser() / CACHE_FILENAME,
                                              max_entries=self.settings.cache.max_entries)
         s = self.settings
+        web = s.web.model_dump(include={"backend", "max_results"} | ({"offline_collection"}
+                                                                     if s.web.backend == "offline" else set()))
         shaping = {"program": s.program, "lm": s.lm.model_dump(exclude={"threads", "timeout", "model_cache"}),
-                   "retrieval": s.retrieval, "web": s.web.backend}
+                   "retrieval": s.retrieval, "web": web}
         artifact = fingerprint(self.artifact.read_bytes().hex()) if self.artifact is not None else ""
         version = self.kb.fingerprint()
         if s.retrieval.index != "none":  # an index rebuilt over the same chunks changes the answers too
             from selfrag.kb.indexes import index_fingerprint
 
             version += "|" + index_fingerprint(self.kb, s.retrieval.index)
+        if others := other_collections_read(s, self.kb):
+            version += "|" + fingerprint(others)  # hashed: descriptions are stored in no cache column
         return self._answer_cache, CacheKey(question, version, artifact, fingerprint(shaping))
+
+
+def other_collections_read(settings: Settings, kb: KnowledgeBase) -> list[list[str]]:
+    """``[name, description, version]`` of each collection besides ``kb`` whose content the program's answers
+    depend on: with ``program.route_collections`` every described one (and ``kb``'s description, which the
+    router reads too), with the offline web its collection. None is created."""
+    from selfrag.kb.collection_info import list_described
+    from selfrag.kb.store import collection_version
+
+    client = kb.store.client
+    out: list[list[str]] = []
+    if settings.program.route_collections:
+        out += [[c.name, c.description, "" if c.name == kb.name else collection_version(client, c.name)]
+                for c in list_described(client) if c.description or c.name == kb.name]
+    if settings.web.backend == "offline":
+        name = settings.web.offline_collection
+        out.append([name, "", collection_version(client, name)])
+    return out
 
 
 def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | None = None,

@@ -196,7 +196,8 @@ def _show_ingest(kb: KnowledgeBase, report: IngestReport) -> None:
     for label, value in [
         ("files loaded", report.files_loaded), ("documents", report.documents),
         ("chunks (total)", report.chunks_total), ("chunks added", report.chunks_added),
-        ("chunks unchanged", report.chunks_unchanged), ("stale chunks removed", report.chunks_removed),
+        ("chunks unchanged", report.chunks_unchanged), ("chunks with new metadata", report.chunks_updated),
+        ("stale chunks removed", report.chunks_removed),
         ("files skipped", len(report.skipped)), ("lines skipped", len(report.skipped_lines)),
         ("sources pruned", f"{len(report.pruned_sources)} ({report.chunks_pruned} chunks)"),
         ("seconds", f"{report.seconds:.2f}"),

@@ -20,8 +20,13 @@ _CMP = {
 }
 
 
+_SCALAR_TYPES = (str, int, float, bool)
+_NUMBER_OPS = ("$gt", "$gte", "$lt", "$lte")
+
+
 def validate_where(where: dict[str, Any] | None) -> None:
-    """Raise InputError (a ValueError) naming the bad part of a filter we cannot evaluate."""
+    """Raise InputError (a ValueError) naming the bad part of a filter we cannot evaluate: an unknown
+    operator, or an operand of the wrong type (Chroma's rules, so dense and BM25 searches refuse alike)."""
     if where is None:
         return
     if not isinstance(where, dict):
@@ -35,9 +40,30 @@ def validate_where(where: dict[str, Any] | None) -> None:
         elif key.startswith("$"):
             raise InputError(f"unsupported filter operator {key!r}")
         elif isinstance(cond, dict):
-            for op in cond:
+            if not cond:
+                raise InputError(f"filter on field {key!r} has no operator, got {{}}")
+            for op, arg in cond.items():
                 if op not in _CMP:
                     raise InputError(f"unsupported filter operator {op!r} for field {key!r}")
+                _check_operand(key, op, arg)
+        else:
+            _check_operand(key, "", cond)  # the shorthand {"key": value}
+
+
+def _check_operand(key: str, op: str, arg: Any) -> None:
+    """InputError unless ``arg`` is what ``op`` ("" for the shorthand ``{key: value}``) compares with: one
+    str/int/float/bool (``$gt``-like: a number), or for ``$in``/``$nin`` a non-empty list of them, of one type."""
+    if op in ("$in", "$nin"):
+        if (not isinstance(arg, list) or not arg or not all(isinstance(a, _SCALAR_TYPES) for a in arg)
+                or len({type(a) for a in arg}) > 1):
+            raise InputError(f"filter on field {key!r}: {op} needs a non-empty list of str, int, float or bool "
+                             f"values of one type, got {arg!r}")
+    elif op in _NUMBER_OPS:
+        if not isinstance(arg, (int, float)) or isinstance(arg, bool):
+            raise InputError(f"filter on field {key!r}: {op} needs a number, got {arg!r}")
+    elif not isinstance(arg, _SCALAR_TYPES):
+        raise InputError(f"filter on field {key!r}: {op or 'a value'} needs a str, int, float or bool "
+                         f"(several values: {{\"$in\": [...]}}), got {arg!r}")
 
 
 def matches(where: dict[str, Any] | None, metadata: dict[str, Any]) -> bool:

@@ -3,6 +3,9 @@
 Ids hash the source, the document key, the chunk index and the chunk text, so re-ingesting the
 same files adds nothing, a changed file gets new ids (its stale chunks are deleted after the new
 ones are written) and an ingest killed half-way converges when run again (upserts are idempotent).
+A chunk whose text is unchanged but whose metadata changed (a JSONL line's fields, an HTML title)
+keeps its id and embedding and gets the new metadata (``chunks_updated``); the store's revision then
+changes, so the BM25 index and anything built on the collection's version follow.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, Iterable, Sequence
 from selfrag.kb.chunking import Chunker
 from selfrag.kb.embedder import Embedder
 from selfrag.kb.loaders import Document, Skipped
-from selfrag.kb.store import ChromaStore
+from selfrag.kb.store import ChromaStore, clean_metadata
 from selfrag.kb.text import content_hash, detect_language
 
 log = logging.getLogger(__name__)
@@ -36,6 +39,7 @@ class IngestReport:
     chunks_total: int = 0
     chunks_added: int = 0
     chunks_unchanged: int = 0
+    chunks_updated: int = 0  # same text, new metadata: stored again with it (not re-embedded)
     chunks_removed: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     skipped_lines: list[Skipped] = field(default_factory=list)  # bad lines of JSONL files that were loaded
@@ -90,11 +94,18 @@ def _progress(enabled: bool, total: int, description: str):
     return progress
 
 
+def changed_metadata(store: ChromaStore, records: Sequence[ChunkRecord]) -> list[ChunkRecord]:
+    """The stored ``records`` whose stored metadata differs from theirs (as Chroma would store it)."""
+    stored = store.metadatas([r.id for r in records])
+    return [r for r in records if r.id in stored and stored[r.id] != clean_metadata(r.metadata)]
+
+
 def write_chunks(store: ChromaStore, embedder: Embedder, records: Sequence[ChunkRecord],
                  replace_sources: Sequence[str] = (), batch_size: int = 256,
                  progress: bool = False, report: IngestReport | None = None) -> IngestReport:
-    """Embed and store the records that are not stored yet, in batches; then delete chunks of
-    ``replace_sources`` that are not among ``records`` (the stale chunks of changed files)."""
+    """Embed and store the records that are not stored yet, in batches, and give stored ones whose
+    metadata changed their new metadata; then delete chunks of ``replace_sources`` that are not among
+    ``records`` (the stale chunks of changed files)."""
     if batch_size < 1:
         raise ValueError(f"write batch_size must be >= 1, got {batch_size!r}")
     report = report or IngestReport()
@@ -102,8 +113,9 @@ def write_chunks(store: ChromaStore, embedder: Embedder, records: Sequence[Chunk
     present = store.existing([r.id for r in records])
     # length-sorted so each embedding batch pads little (as model.encode does within one call)
     todo = sorted((r for r in records if r.id not in present), key=lambda r: len(r.text))
+    restamp = changed_metadata(store, [r for r in records if r.id in present])
     report.chunks_total += len(records)
-    report.chunks_unchanged += len(records) - len(todo)
+    report.chunks_unchanged += len(records) - len(todo) - len(restamp)
     bar = _progress(progress and bool(todo), len(todo), "embedding")
     try:
         for n, start in enumerate(range(0, len(todo), batch_size), start=1):
@@ -117,6 +129,10 @@ def write_chunks(store: ChromaStore, embedder: Embedder, records: Sequence[Chunk
     finally:
         if bar is not None:
             bar.stop()
+    if restamp:
+        store.replace_metadata([r.id for r in restamp], [r.metadata for r in restamp])
+        report.chunks_updated += len(restamp)
+        log.info("updated the metadata of %d unchanged chunk(s)", len(restamp))
     if replace_sources:
         keep = {r.id for r in records}
         stale: list[str] = []

@@ -16,7 +16,7 @@ from selfrag.kb.ingest import IngestReport, chunk_documents, write_chunks
 from selfrag.errors import InputError
 from selfrag.kb.loaders import Document, Skipped, load_paths
 from selfrag.kb.retriever import BM25Retriever, DenseRetriever, HybridRetriever
-from selfrag.kb.store import ChromaStore, ids_fingerprint
+from selfrag.kb.store import ChromaStore, versioned
 from selfrag.kb.text import content_hash
 from selfrag.settings import RetrievalSettings
 from programs.types import Passage, Retriever
@@ -85,8 +85,9 @@ class KnowledgeBase:
             report.stale_sources = sorted(stale)
         self._invalidate()
         report.seconds = time.perf_counter() - t0
-        log.info("ingested %d file(s): %d chunks added, %d unchanged, %d removed, %d skipped",
-                 loaded, report.chunks_added, report.chunks_unchanged, report.chunks_removed, len(skipped))
+        log.info("ingested %d file(s): %d chunks added, %d unchanged, %d updated, %d removed, %d skipped",
+                 loaded, report.chunks_added, report.chunks_unchanged, report.chunks_updated, report.chunks_removed,
+                 len(skipped))
         return report
 
     def _stale_sources(self, paths: Sequence[str | os.PathLike[str]], loaded: set[str],
@@ -102,7 +103,7 @@ class KnowledgeBase:
                 folders.append(real)
             else:
                 files.add(real)
-        if not folders and not files:
+        if (not folders and not files) or not self.store.exists():  # nothing stored: nothing stale (none created)
             return {}
         prefixes = tuple(f.rstrip(os.sep) + os.sep for f in folders)
         unusable = {os.path.realpath(s.path) for s in skipped}
@@ -245,19 +246,19 @@ class KnowledgeBase:
         self._bm25_checked = False
 
     def fingerprint(self) -> str:
-        """The collection's version: its embedder and a hash of its chunk ids (content-derived), so any
-        added, changed or removed chunk, or a re-embedding, changes it."""
-        return f"{self.name}:{self.embedder.name}:{ids_fingerprint(self.store.all_ids())}"
+        """The collection's version: its embedder and a hash of its chunk ids (content-derived) with the
+        store's revision, so any added, changed or removed chunk, new metadata of a chunk, or a
+        re-embedding, changes it."""
+        return f"{self.name}:{self.embedder.name}:{self.store.version()}"
 
     def bm25_index(self) -> BM25Index:
-        """The BM25 index matching the collection's current ids: from memory, from disk, or
+        """The BM25 index matching the collection's current ids and revision: from memory, from disk, or
         rebuilt from Chroma (and saved) when stale. A cheap count check catches writes made by
         other processes after the index was verified."""
         if self._bm25 is not None and self._bm25_checked:
             if len(self._bm25) == self.store.count():
                 return self._bm25
-        ids = self.store.all_ids()
-        fingerprint = ids_fingerprint(ids)
+        fingerprint = self.store.version()
         if self._bm25 is not None and self._bm25.fingerprint == fingerprint:
             self._bm25_checked = True
             return self._bm25
@@ -280,12 +281,13 @@ class KnowledgeBase:
 
     def _rebuild_bm25(self) -> BM25Index:
         t0 = time.perf_counter()
+        revision = self.store.revision()  # before the chunks: see ChromaStore.version
         ids, texts, metas = [], [], []
         for cid, text, meta in self.store.iter_all():
             ids.append(cid)
             texts.append(text)
             metas.append(meta)
-        index = BM25Index(ids, texts, metas, ids_fingerprint(ids))
+        index = BM25Index(ids, texts, metas, versioned(ids, revision))
         if self.bm25_dir is not None:
             index.save(self.bm25_dir)
         log.info("rebuilt BM25 index for %s: %d chunks in %.2fs", self.name, len(ids), time.perf_counter() - t0)

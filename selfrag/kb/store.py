@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import uuid
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -19,6 +20,9 @@ from selfrag.settings import AUTO_EMBEDDER, PACKAGED_EMBEDDER
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$")
 PAGE = 5000
+# A collection's metadata: a token replaced whenever stored chunks get new metadata under the same ids
+# (a re-ingested file whose title or fields changed), so a version built from the ids alone changes too.
+REVISION = "chunks_revision"
 
 
 def validate_collection_name(name: str) -> str:
@@ -60,6 +64,12 @@ class LazyClient:
             self._client = make_client("persistent", self._path)
         return getattr(self._client, name)
 
+    def list_collections(self) -> Any:
+        """No collections while the folder does not exist (listing them creates none)."""
+        if self._client is None and not Path(self._path).exists():
+            return []
+        return self.__getattr__("list_collections")()
+
 
 def _valid_text(text: str) -> str:
     """``text`` with lone surrogates (which Chroma cannot store) replaced by U+FFFD."""
@@ -91,12 +101,34 @@ def clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def versioned(ids: Sequence[str], revision: str) -> str:
+    """The version of chunks ``ids`` at store revision ``revision`` (the ids' hash alone before any)."""
+    return f"{ids_fingerprint(ids)}:{revision}" if revision else ids_fingerprint(ids)
+
+
+def collection_names(client: Any) -> set[str]:
+    return {c if isinstance(c, str) else c.name for c in client.list_collections()}
+
+
+def collection_version(client: Any, name: str) -> str:
+    """What a cached answer read from collection ``name``: its recorded embedder and :meth:`ChromaStore.version`;
+    "" when there is no such collection (none is created)."""
+    if name not in collection_names(client):
+        return ""
+    store = ChromaStore(client, name, AUTO_EMBEDDER)
+    return f"{store.recorded_embedder()}:{store.version()}"
+
+
 def ids_fingerprint(ids: Sequence[str]) -> str:
     h = hashlib.sha256()
     for i in sorted(ids):
         h.update(i.encode("utf-8"))
         h.update(b"\n")
     return f"{len(ids)}:{h.hexdigest()}"
+
+
+class EmbedderMismatch(InputError):
+    """A collection opened with another embedder than the one its chunks were embedded with."""
 
 
 class ChromaStore:
@@ -120,7 +152,7 @@ class ChromaStore:
             col = self.client.get_or_create_collection(self.name, embedding_function=None, metadata=meta)
             stored = (col.metadata or {}).get("embedder")
             if stored and self.embedder_name != AUTO_EMBEDDER and stored != self.embedder_name and col.count() > 0:
-                raise InputError(mismatch_message(self.name, stored, self.embedder_name))
+                raise EmbedderMismatch(mismatch_message(self.name, stored, self.embedder_name))
             self._collection = col
         return self._collection
 
@@ -146,6 +178,10 @@ class ChromaStore:
 
     def count(self) -> int:
         return int(self.collection.count())
+
+    def exists(self) -> bool:
+        """Whether the collection exists (asking creates nothing; every other access creates it)."""
+        return self._collection is not None or self.name in collection_names(self.client)
 
     def add(self, ids: Sequence[str], texts: Sequence[str], embeddings: np.ndarray,
             metadatas: Sequence[dict[str, Any]]) -> None:
@@ -180,6 +216,41 @@ class ChromaStore:
             return {}
         got = self.collection.get(ids=list(ids), include=["documents", "metadatas"])
         return {i: (t or "", dict(m or {})) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"])}
+
+    def metadatas(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The stored metadata of the chunks with these ids (missing ids are left out), paged."""
+        out: dict[str, dict[str, Any]] = {}
+        ids = list(ids)
+        for s in range(0, len(ids), PAGE):
+            got = self.collection.get(ids=ids[s:s + PAGE], include=["metadatas"])
+            out.update((i, dict(m or {})) for i, m in zip(got["ids"], got["metadatas"] or [{}] * len(got["ids"])))
+        return out
+
+    def replace_metadata(self, ids: Sequence[str], metadatas: Sequence[dict[str, Any]]) -> None:
+        """Give stored chunks new metadata (whole: a field it lacks is removed), keeping their texts and
+        embeddings (nothing is re-embedded); then renew the collection's :data:`REVISION`."""
+        ids = list(ids)
+        if not ids:
+            return
+        new = {i: clean_metadata(m) for i, m in zip(ids, metadatas)}
+        for s in range(0, len(ids), PAGE):
+            stored = self.metadatas(ids[s:s + PAGE])
+            # Chroma merges an update into the stored metadata; a None value removes a key
+            self.collection.update(ids=list(stored), metadatas=[
+                {**{k: None for k in old if k not in new[i]}, **new[i]} for i, old in stored.items()])
+        set_metadata(self.client.get_collection(self.name), {REVISION: uuid.uuid4().hex})
+        self._collection = None  # its cached metadata lacks the new revision
+
+    def version(self) -> str:
+        """The chunks' version: a hash of their ids (content-derived) with the :data:`REVISION`, read first
+        (a write landing between the two readings makes the version stale, never newer than the chunks)."""
+        revision = self.revision()
+        return versioned(self.all_ids(), revision)
+
+    def revision(self) -> str:
+        """The collection's :data:`REVISION` as stored now ("" until chunk metadata was ever replaced)."""
+        self.collection  # noqa: B018 - created (and the embedder checked) as every access does
+        return str((self.client.get_collection(self.name).metadata or {}).get(REVISION, ""))
 
     def all_ids(self) -> list[str]:
         return self.ids_where(None)

@@ -11,14 +11,14 @@ from pathlib import Path
 from fastapi import Depends, FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from selfrag.service.auth import BearerAuth
+from selfrag.service.auth import BearerAuth, LoopbackGuard
 from selfrag.service.errors import install_error_handlers
 from selfrag.service.gate import ModelGate
 from selfrag.service.limits import BodyLimit
 from selfrag.service.metrics import Metrics, MetricsMiddleware
 from selfrag.service.questions import QuestionRunner
 from selfrag.service.runtime import ServiceRuntime
-from selfrag.service.settings import ServiceSettings
+from selfrag.service.settings import ServiceSettings, is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,8 @@ class ServiceState:
 def create_app(runtime: ServiceRuntime, settings: ServiceSettings | None = None, token: str | None = None,
                workers: int = 1) -> FastAPI:
     """The service around ``runtime``. ``token`` (read from the environment by the entry point, never
-    here) turns on bearer auth for every route but the health checks and the static page."""
+    here) turns on bearer auth for every route but the health checks and the static page; without one,
+    on loopback, requests naming another host and cross-site writes are refused (:class:`LoopbackGuard`)."""
     from selfrag.service import routes_kb, routes_ops, routes_questions
 
     settings = settings or ServiceSettings()
@@ -66,5 +67,7 @@ def create_app(runtime: ServiceRuntime, settings: ServiceSettings | None = None,
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.add_middleware(BodyLimit, default=settings.max_body_bytes, uploads=settings.max_upload_request_bytes(),
                        metrics=metrics)
+    if token is None and is_loopback(settings.host):  # no token: only this machine's own pages and clients
+        app.add_middleware(LoopbackGuard, metrics=metrics)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app

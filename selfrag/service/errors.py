@@ -5,6 +5,7 @@ Codes are part of the API: clients branch on them, never on the message.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -12,6 +13,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from selfrag.errors import InputError
+from selfrag.kb.store import EmbedderMismatch
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +25,7 @@ CODES: dict[str, int] = {
     "question_too_long": 422,
     "top_k_too_large": 422,
     "unauthorized": 401,
+    "forbidden": 403,  # a loopback service without a token refuses another Host, or a cross-site write
     "not_found": 404,
     "collection_not_found": 404,
     "index_not_found": 404,  # retrieval.index names an index the collection lacks (selfrag ingest --index)
@@ -30,6 +35,7 @@ CODES: dict[str, int] = {
     "body_too_large": 413,
     "upload_too_large": 413,
     "too_many_files": 413,
+    "embedder_mismatch": 409,  # the collection was embedded with another embedder than kb.embedding_model
     "unsupported_file_type": 415,
     "nothing_ingested": 422,
     "queue_full": 503,
@@ -61,6 +67,15 @@ def error_response(code: str, message: str, headers: dict[str, str] | None = Non
     return JSONResponse(error_body(code, message), status_code=CODES[code], headers=headers)
 
 
+async def send_error(send: Any, code: str, message: str) -> None:
+    """Answer an ASGI request with the error body from a pure ASGI middleware (before any route runs)."""
+    body = json.dumps(error_body(code, message)).encode()
+    await send({"type": "http.response.start", "status": CODES[code],
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
+
+
 def _validation_message(exc: RequestValidationError) -> str:
     # field locations and pydantic's messages only: the submitted values are never echoed back
     parts = []
@@ -81,6 +96,14 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
         _count(request, exc.code)
         return error_response(exc.code, exc.message, exc.headers)
+
+    @app.exception_handler(InputError)
+    async def _input_error(request: Request, exc: InputError) -> JSONResponse:
+        """A bad argument found below the routes (a source to remove, a filter, a collection built with
+        another embedder): its one-line message, as a 4xx."""
+        code = "embedder_mismatch" if isinstance(exc, EmbedderMismatch) else "invalid_request"
+        _count(request, code)
+        return error_response(code, str(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -23,7 +23,7 @@ from typing import Any
 from programs.retriever_calls import call_retriever
 from programs.types import Passage
 from selfrag.kb.knowledge_base import KnowledgeBase
-from selfrag.kb.store import list_collections, validate_collection_name
+from selfrag.kb.store import EmbedderMismatch, list_collections, validate_collection_name
 from selfrag.service.errors import ServiceError
 from selfrag.settings import AUTO_EMBEDDER, KBSettings, RetrievalSettings
 
@@ -110,6 +110,8 @@ class Collections:
         kb = self.get(name)
         try:
             return self.retriever_of(kb, mode)
+        except EmbedderMismatch:
+            raise  # answered as embedder_mismatch (service.errors), not as a missing index
         except ValueError as exc:
             raise ServiceError("index_not_found", str(exc)) from None
 

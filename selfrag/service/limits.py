@@ -1,19 +1,25 @@
 """Request size limits, checked before a body is read: ``Content-Length`` over the limit is refused with
-413 and no byte of the body is parsed; a body without a length is cut off at the same limit."""
+413 and no byte of the body is parsed; a body without a length (chunked) is cut off at the same limit,
+also with 413 ``body_too_large``."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from selfrag.service.errors import CODES, error_body
+from starlette.exceptions import HTTPException
+
+from selfrag.service.errors import CODES, send_error
 
 _UPLOAD_PATH = re.compile(r"^/v1/collections/[^/]+/documents/?$")
 
 
-class BodyTooLarge(Exception):
-    pass
+class BodyTooLarge(HTTPException):
+    """Raised while the body is read, past the limit: an HTTP error, so FastAPI's body parsing passes it on
+    (any other error there becomes a 400) and it is answered as 413 ``body_too_large``."""
+
+    def __init__(self, limit: int):
+        super().__init__(status_code=CODES["body_too_large"], detail=f"request body over the limit of {limit} bytes")
 
 
 class BodyLimit:
@@ -49,15 +55,11 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise BodyTooLarge(f"request body over {limit} bytes")
+                    raise BodyTooLarge(limit)
             return message
 
         await self.app(scope, counting_receive, send)
 
 
 async def _refuse(send, limit: int) -> None:
-    body = json.dumps(error_body("body_too_large", f"request body over the limit of {limit} bytes")).encode()
-    await send({"type": "http.response.start", "status": CODES["body_too_large"],
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
-    await send({"type": "http.response.body", "body": body})
+    await send_error(send, "body_too_large", f"request body over the limit of {limit} bytes")

@@ -113,7 +113,7 @@ async def upload(name: str, request: Request, files: list[UploadFile] = File(...
     body = await run_in_threadpool(run)
     if body["documents"] == 0:
         reasons = "; ".join(f"{s['path']}: {s['reason']}" for s in body["skipped"]) or "no text"
-        raise ServiceError("nothing_ingested", f"nothing was ingested ({reasons})")
+        raise ServiceError("nothing_ingested", f"nothing was ingested ({reasons}); earlier uploads are kept")
     body["collection"] = name
     return body
 

@@ -2,7 +2,8 @@
 
 An upload is parsed by the same loaders as ``selfrag ingest`` (so the same file types), from a private
 temporary file; its chunks are stored under the source ``upload:<file name>``, so re-uploading a file
-replaces its chunks (unchanged chunks are kept), and any worker sharing the store can delete it.
+replaces its chunks (unchanged chunks are kept), and any worker sharing the store can delete it. An
+upload that yields no chunks (empty, corrupt, unparseable) replaces nothing: the earlier version stays.
 """
 
 from __future__ import annotations
@@ -47,21 +48,35 @@ def check_upload(filename: str, size: int, suffixes: tuple[str, ...], max_bytes:
 
 
 def ingest_upload(kb: KnowledgeBase, filename: str, data: bytes) -> IngestReport:
-    """Load ``data`` as the file ``filename`` and write its chunks to ``kb`` under ``upload:<filename>``."""
+    """Load ``data`` as the file ``filename`` and write its chunks to ``kb`` under ``upload:<filename>``
+    (bad JSONL lines in ``skipped_lines``). Without chunks nothing is written or removed."""
     t0 = time.perf_counter()
     source = upload_source(filename)
+    lines: list[Skipped] = []
     with tempfile.TemporaryDirectory(prefix="selfrag-upload-") as tmp:
         path = Path(tmp) / filename
         path.write_bytes(data)
-        docs, skipped, loaded = load_paths([path])
+        docs, skipped, loaded = load_paths([path], skipped_lines=lines)
+        loaded_as = (str(path), str(path.resolve()))
     docs = [dataclasses.replace(d, source=source) for d in docs]
     report = IngestReport(files_loaded=loaded, documents=len(docs),
-                          skipped=[Skipped(path=filename, reason=s.reason) for s in skipped])
+                          skipped=[Skipped(path=filename, reason=s.reason) for s in skipped],
+                          skipped_lines=[_renamed(s, loaded_as, filename) for s in lines])
     records = chunk_documents(docs, kb.chunker)
-    write_chunks(kb.store, kb.embedder, records, replace_sources=[source], batch_size=kb.write_batch, report=report)
-    kb._invalidate()  # the BM25 index is rebuilt on next use, as after KnowledgeBase.ingest
+    if records:  # no chunks (nothing usable in the file): the earlier version stays as it is
+        write_chunks(kb.store, kb.embedder, records, replace_sources=[source], batch_size=kb.write_batch,
+                     report=report)
+        kb._invalidate()  # the BM25 index is rebuilt on next use, as after KnowledgeBase.ingest
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _renamed(note: Skipped, loaded_as: tuple[str, ...], filename: str) -> Skipped:
+    """A bad-line note (``<temporary path>:<line>``) under the uploaded file's name instead."""
+    for prefix in sorted(loaded_as, key=len, reverse=True):
+        if note.path.startswith(prefix):
+            return Skipped(path=filename + note.path[len(prefix):], reason=note.reason)
+    return Skipped(path=filename, reason=note.reason)
 
 
 def report_json(report: IngestReport, sources: list[str]) -> dict[str, Any]:
@@ -75,8 +90,10 @@ def report_json(report: IngestReport, sources: list[str]) -> dict[str, Any]:
 def merge_reports(reports: list[IngestReport]) -> IngestReport:
     total = IngestReport()
     for r in reports:
-        for f in ("files_loaded", "documents", "chunks_total", "chunks_added", "chunks_unchanged", "chunks_removed"):
+        for f in ("files_loaded", "documents", "chunks_total", "chunks_added", "chunks_unchanged", "chunks_updated",
+                  "chunks_removed"):
             setattr(total, f, getattr(total, f) + getattr(r, f))
         total.skipped.extend(r.skipped)
+        total.skipped_lines.extend(r.skipped_lines)
         total.seconds += r.seconds
     return total

@@ -287,3 +287,47 @@ def test_an_answer_the_answer_check_verified_says_so_instead_of_a_support_label(
     assert "来源明确给出答案" in str(_flags(zh, "zh"))
     judged = verified.model_copy(update={"supported": "fully", "trace": []})
     assert str(_flags(judged)) == "support: fully · confidence: 0.80"
+
+
+def test_the_answer_cache_key_follows_every_collection_and_web_setting_the_answer_reads(tmp_path):
+    """``ask``'s answer cache (Runtime.answer): a routed collection's chunks or description, the offline web
+    collection, web.max_results and web.offline_collection each change the key; an unrelated collection does not."""
+    from selfrag.kb.collection_info import set_description
+    from selfrag.kb.embedder import HashEmbedder
+    from selfrag.kb.store import list_collections
+    from selfrag.settings import resolve
+    from selfrag.wiring import Runtime, build_knowledge_base
+
+    base = {"kb": {"path": str(tmp_path / "kb"), "embedding_model": "hash-64", "collection": "main-c"},
+            "lm": {"api_base": "https://user:s3cret@lm.example"}}
+    routed = resolve({**base, "program": {"strategy": "iterative", "route_collections": True}})
+    main = build_knowledge_base(routed, embedder=HashEmbedder(64))
+    main.add_documents([("Bikes have two wheels.", {"source": "m"})])
+    hr = build_knowledge_base(routed, collection="hr-c", embedder=HashEmbedder(64))
+    hr.add_documents([("Leave is 10 weeks.", {"source": "hr"})])
+    set_description(hr.store, "HR handbook")
+
+    def key(settings):
+        _cache, k = Runtime(settings=settings, kb=main, program=None)._cache("How long is leave?")
+        assert "s3cret" not in repr(k)  # the LM settings enter the key hashed only
+        return k.digest()
+
+    first = key(routed)
+    unrelated = build_knowledge_base(routed, collection="notes-c", embedder=HashEmbedder(64))
+    unrelated.add_documents([("Undescribed: never routed to.", {"source": "n"})])
+    assert key(routed) == first
+    hr.add_documents([("Leave is now 20 weeks.", {"source": "hr2"})])
+    second = key(routed)
+    set_description(hr.store, "HR handbook 2025")
+    third = key(routed)
+    assert len({first, second, third}) == 3
+
+    offline = {**base, "web": {"backend": "offline", "max_results": 3}}
+    keys = {key(resolve(offline)), key(resolve({**offline, "web": {"backend": "offline", "max_results": 1}})),
+            key(resolve({**offline, "web": {"backend": "offline", "max_results": 3, "offline_collection": "web2"}}))}
+    web = build_knowledge_base(resolve(offline), collection="web", embedder=HashEmbedder(64))
+    web.add_documents([("A web page about leave.", {"source": "w"})])
+    keys.add(key(resolve(offline)))
+    assert len(keys) == 4
+    names = [name for name, _n in list_collections(main.store.client)]
+    assert names == ["hr-c", "main-c", "notes-c", "web"]  # reading the key created no collection ("web2")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -105,6 +107,31 @@ def test_bad_filter_operator_is_a_user_error(run, docs_dir):
     assert r.exit_code == 2 and "unsupported filter operator '$like'" in r.output
 
 
+def test_search_where_follows_changed_metadata_of_a_re_ingested_file(run, tmp_path):
+    f = tmp_path / "rows.jsonl"
+    f.write_text('{"text": "Paris is the capital of France.", "doc_id": "p1", "status": "draft"}\n')
+    assert run("ingest", str(f), "-q").exit_code == 0
+    assert "1 result(s)" in run("search", "capital", "--mode", "bm25", "--where", '{"status": "draft"}').output
+    f.write_text('{"text": "Paris is the capital of France.", "doc_id": "p1", "status": "final"}\n')
+    r = run("ingest", str(f), "-q")
+    assert r.exit_code == 0 and re.search(r"chunks with new metadata\s*│\s*1\s", r.stdout)
+    for mode in ("bm25", "dense", "hybrid"):
+        assert "0 result(s)" in run("search", "capital", "--mode", mode, "--where", '{"status": "draft"}').output
+        r = run("search", "capital", "--mode", mode, "--where", '{"status": "final"}')
+        assert r.exit_code == 0 and "1 result(s)" in r.output and "Paris" in r.output, mode
+
+
+@pytest.mark.parametrize("mode", ["dense", "bm25"])
+@pytest.mark.parametrize("where, field", [('{"source": {"$in": "x"}}', "'source': $in"),
+                                          ('{"country": [1, 2]}', "'country': a value"),
+                                          ('{"country": null}', "'country': a value")])
+def test_a_filter_operand_of_the_wrong_type_is_a_user_error(run, docs_dir, mode, where, field):
+    assert run("ingest", str(docs_dir), "-q").exit_code == 0
+    r = run("search", "capital", "--mode", mode, "--where", where)
+    assert r.exit_code == 2 and f"filter on field {field} needs" in r.output and "Traceback" not in r.output
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
 def test_an_unreachable_chroma_server_is_one_line(run, monkeypatch):
     import socket
 
@@ -134,6 +161,26 @@ def test_reading_an_unknown_collection_is_refused_and_does_not_create_it(run, do
     assert r.exit_code == 2
     assert r.stderr == (f"error: no collection named 'handbok' at {tmp_path / 'chroma'} (existing: default); "
                         "create it with `selfrag ingest PATH --collection NAME`\n")
+    assert set(_collections(tmp_path)) == {"default"}
+
+
+@pytest.mark.parametrize("index", ["raptor", "multi-representation"])
+def test_searching_an_index_never_built_is_refused_and_does_not_create_it(run, docs_dir, tmp_path, index):
+    assert run("ingest", str(docs_dir), "-q").exit_code == 0
+    r = run("search", "cats", "--index", index)
+    assert r.exit_code == 2 and f"selfrag ingest --index {index}" in r.stderr
+    assert set(_collections(tmp_path)) == {"default"}
+
+
+def test_an_ingest_where_every_file_is_skipped_creates_no_collection(run, tmp_path):
+    (tmp_path / "empty.txt").write_text("  \n")
+    r = run("ingest", str(tmp_path / "empty.txt"), "-q", "--collection", "fresh")
+    assert r.exit_code == 1 and "nothing was ingested" in r.output
+    assert not (tmp_path / "chroma").exists()  # not even the store's folder
+    assert run("ingest", str(tmp_path / "empty.txt"), "-q").exit_code == 1 and _collections(tmp_path) == {}
+    (tmp_path / "ok.txt").write_text("Some text.")
+    assert run("ingest", str(tmp_path / "ok.txt"), "-q").exit_code == 0
+    assert run("ingest", str(tmp_path / "empty.txt"), "-q", "--collection", "fresh").exit_code == 1
     assert set(_collections(tmp_path)) == {"default"}
 
 

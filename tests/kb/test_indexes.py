@@ -186,6 +186,20 @@ def test_an_index_knows_when_its_collection_changed_since_it_was_built(topic_kb,
     assert stale_index(topic_kb, kind) is not None
 
 
+@pytest.mark.parametrize("kind", ["raptor", "multi-representation"])
+def test_new_metadata_of_unchanged_chunks_makes_an_index_stale_and_a_rebuild_carries_it(topic_kb, kind):
+    build_index(topic_kb, kind, summarise=FakeSummariser(), questions=lambda text: ["Q?"], progress=False)
+    moved = [(t, {"doc_id": f"moon{i}", "title": "lunar"}) for i, t in enumerate(TOPICS["moon"])]
+    assert topic_kb.add_documents(moved).chunks_updated == 4
+    assert stale_index(topic_kb, kind) is not None
+    summarise = FakeSummariser()
+    build_index(topic_kb, kind, summarise=summarise, questions=lambda text: ["Q?"], progress=False)
+    assert stale_index(topic_kb, kind) is None and summarise.calls == []  # no text changed: nothing resummarised
+    hits = index_retriever(topic_kb, kind, "bm25").retrieve("Moon orbit", k=3, filters={"title": "lunar"})
+    assert hits and all(p.metadata["title"] == "lunar" for p in hits)
+    assert index_retriever(topic_kb, kind, "bm25").retrieve("Moon orbit", k=3, filters={"title": "moon"}) == []
+
+
 def test_only_built_indexes_are_checked_and_none_is_created(topic_kb):
     from selfrag.kb.store import list_collections
 

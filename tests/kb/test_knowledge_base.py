@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -49,6 +50,51 @@ def test_changed_file_replaces_its_chunks_and_removed_file_can_be_deleted(make_k
     assert [p.metadata["source"] for p in kb.retrieve("yellow", k=5, mode="bm25")] == [str((d / "b.txt").resolve())]
 
 
+class CountingEmbedder:
+    """The hashing embedder, counting the texts it embeds."""
+
+    def __init__(self):
+        from selfrag.kb.embedder import HashEmbedder
+
+        self.inner, self.texts = HashEmbedder(128), 0
+        self.name, self.dim = self.inner.name, self.inner.dim
+
+    def embed(self, texts):
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+
+def test_changed_metadata_of_unchanged_texts_replaces_the_stored_metadata(make_kb, tmp_path):
+    d = tmp_path / "meta"
+    d.mkdir()
+    rows, page = d / "rows.jsonl", d / "page.html"
+    rows.write_text('{"text": "Paris is the capital of France.", "doc_id": "p1", "title": "Paris", '
+                    '"country": "FR", "year": 2020}\n')
+    page.write_text("<html><head><title>Old title</title></head><body><p>Volcanoes erupt lava.</p></body></html>")
+    embedder = CountingEmbedder()
+    kb = make_kb(embedder=embedder)
+    kb.ingest([d], progress=False)
+    assert kb.retrieve("capital", k=1, mode="bm25", filters={"country": "FR"})  # the BM25 index is built
+    version, embedded = kb.fingerprint(), embedder.texts
+
+    rows.write_text('{"text": "Paris is the capital of France.", "doc_id": "p1", "title": "Paris, France", '
+                    '"country": "FRA"}\n')  # a new title and value, "year" gone
+    page.write_text(page.read_text().replace("Old title", "New title"))
+    report = kb.ingest([d], progress=False)
+    assert (report.chunks_added, report.chunks_updated, report.chunks_unchanged, report.chunks_removed) == (0, 2, 0, 0)
+    assert embedder.texts == embedded and kb.count() == 2  # nothing re-embedded, nothing duplicated
+    assert kb.fingerprint() != version
+    for reader in (kb, make_kb(embedder=embedder)):  # this process, and another one (the BM25 index on disk)
+        for mode in ("dense", "bm25", "hybrid"):
+            assert reader.retrieve("capital", k=5, mode=mode, filters={"country": "FR"}) == [], mode
+            hits = reader.retrieve("capital", k=5, mode=mode, filters={"country": "FRA"})
+            assert [p.title for p in hits] == ["Paris, France"] and "year" not in hits[0].metadata, mode
+            hits = reader.retrieve("volcanoes lava", k=5, mode=mode, filters={"title": "New title"})
+            assert [p.text for p in hits] == ["Volcanoes erupt lava."], mode
+    again = kb.ingest([d], progress=False)
+    assert (again.chunks_updated, again.chunks_unchanged) == (0, 2) and kb.fingerprint() == make_kb().fingerprint()
+
+
 def test_delete_source_of_a_folder(make_kb, docs_dir):
     kb = make_kb()
     kb.ingest([docs_dir], progress=False)
@@ -69,6 +115,22 @@ def test_add_documents_preserves_doc_id_and_is_idempotent(make_kb):
     # same text under another doc_id is another document
     kb.add_documents([("Mount Everest is the highest mountain.", {"doc_id": "e2"})])
     assert kb.count() == 3
+
+
+@pytest.mark.parametrize("where, message", [
+    ({"source": {"$in": "x"}}, "field 'source': $in needs a non-empty list"),
+    ({"source": [1, 2]}, "field 'source': a value needs a str, int, float or bool"),
+    ({"source": None}, "field 'source': a value needs a str, int, float or bool"),
+    ({"$or": [{"chunk_index": {"$gt": "0"}}, {"title": "x"}]}, "field 'chunk_index': $gt needs a number"),
+])
+def test_a_filter_operand_of_the_wrong_type_is_refused_in_every_mode(make_kb, docs_dir, where, message):
+    from selfrag.errors import InputError
+
+    kb = make_kb()
+    kb.ingest([docs_dir], progress=False)
+    for mode in ("dense", "bm25", "hybrid"):
+        with pytest.raises(InputError, match=re.escape(message)):
+            kb.retrieve("capital", k=3, mode=mode, filters=where)
 
 
 def test_filters_apply_to_dense_bm25_and_hybrid(make_kb, docs_dir):

@@ -34,6 +34,7 @@ DOCS = [
 ]
 
 QUESTION = "When did the Zephyr bridge open?"
+LOCAL = "http://127.0.0.1"  # the Host a loopback service without a token answers (TestClient's own is "testserver")
 
 
 class Gate:
@@ -74,7 +75,7 @@ def build_service(tmp_path, script: dict | None = None, settings: ServiceSetting
                       generator_lm=lm, adapter=dspy.JSONAdapter())
     runtime = ServiceRuntime(program=program, collections=collections)
     app = create_app(runtime, settings or ServiceSettings(), token=token)
-    return Service(app=app, client=TestClient(app, raise_server_exceptions=False), engine=engine,
+    return Service(app=app, client=TestClient(app, base_url=LOCAL, raise_server_exceptions=False), engine=engine,
                    collections=collections, runtime=runtime)
 
 

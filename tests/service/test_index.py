@@ -14,7 +14,7 @@ from selfrag.service.settings import ServiceSettings
 from selfrag.settings import Settings
 from selfrag.wiring import build_knowledge_base
 from tests.fakes import scripted_lm
-from tests.service.conftest import DOCS, GOOD, QUESTION
+from tests.service.conftest import DOCS, GOOD, LOCAL, QUESTION
 
 
 def summarise(texts):
@@ -43,7 +43,7 @@ def test_the_service_answers_over_retrieval_index_and_refuses_a_missing_one(tmp_
     build_index(kb, "raptor", summarise=summarise, progress=False)
     runtime = build_service_runtime(settings, service)
     runtime.collections.get("plain", create=True).add_documents(DOCS[:1])  # a collection without the index
-    with TestClient(create_app(runtime, service)) as client:
+    with TestClient(create_app(runtime, service), base_url=LOCAL) as client:
         r = client.post("/v1/ask", json={"question": QUESTION})
         assert r.status_code == 200, r.text
         graded = [inputs["passages"] for role, inputs in engine.calls if role == "grade_relevance_batch"]
@@ -61,7 +61,7 @@ def test_search_goes_over_retrieval_index_and_refuses_a_collection_without_it(tm
     service = ServiceSettings(demo_corpus=False)
     runtime = build_service_runtime(settings, service)
     runtime.collections.get("plain", create=True).add_documents(DOCS[:1])  # a collection without the index
-    with TestClient(create_app(runtime, service)) as client:
+    with TestClient(create_app(runtime, service), base_url=LOCAL) as client:
         r = client.post("/v1/search", json={"query": "Zephyr bridge river Oda", "k": 5})
         assert r.status_code == 200, r.text
         body = r.json()

@@ -24,6 +24,15 @@ def test_search_filters_default_k_and_errors(service):
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
 
 
+def test_a_filter_operand_of_the_wrong_type_is_a_422_in_every_mode(service):
+    for filters in ({"source": {"$in": "x"}}, {"source": [1, 2]}, {"source": None}):
+        for mode in ("dense", "bm25", "hybrid"):
+            r = service.client.post("/v1/search", json={"query": "Zephyr", "mode": mode, "filters": filters})
+            assert r.status_code == 422, (filters, mode, r.text)
+            assert r.json()["error"]["code"] == "invalid_request"
+            assert r.json()["error"]["message"].startswith("filters: filter on field 'source': ")
+
+
 def test_collections_and_stats(service):
     body = service.client.get("/v1/collections").json()
     assert body == {"default": "docs", "collections": [{"name": "docs", "chunks": 3}]}
@@ -78,6 +87,32 @@ def test_an_uploaded_document_is_answerable(service):
     assert not result["abstained"]
 
 
+def test_removing_the_root_or_an_empty_source_is_a_422_with_its_reason(service):
+    for path, reason in (("//", "refusing to remove every source under the filesystem root"),
+                         (".", "the source to remove is empty")):
+        r = service.client.delete(f"/v1/collections/docs/sources/{path}")
+        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request", r.text
+        assert r.json()["error"]["message"].startswith(reason)
+    assert service.client.get("/v1/collections/docs/stats").json()["chunks"] == 3
+
+
+def test_a_collection_built_with_another_embedder_is_a_409_naming_the_fix(service, tmp_path):
+    from selfrag.kb.embedder import HashEmbedder
+    from selfrag.kb.factory import build_knowledge_base
+    from selfrag.settings import KBSettings, RetrievalSettings
+
+    other = build_knowledge_base(KBSettings(path=tmp_path / "chroma", collection="other"), RetrievalSettings(),
+                                 embedder=HashEmbedder(128))
+    other.add_documents([("Owls hunt at night.", {"source": "owls"})])
+    c = service.client
+    for r in (c.post("/v1/search", json={"query": "owls", "collection": "other"}),
+              c.post("/v1/collections/other/documents", files={"files": ("a.txt", b"Owls again.")})):
+        assert r.status_code == 409 and r.json()["error"]["code"] == "embedder_mismatch", r.text
+        message = r.json()["error"]["message"]
+        assert "built with embedder 'hash-128'" in message and "selfrag reindex --collection other" in message
+    assert other.count() == 1
+
+
 def test_uploaded_file_names_lose_their_directories_and_odd_characters():
     import pytest
 
@@ -90,3 +125,29 @@ def test_uploaded_file_names_lose_their_directories_and_odd_characters():
     for bad in ("", "..", "/", None):
         with pytest.raises(ServiceError):
             safe_filename(bad)
+
+
+def test_a_failed_re_upload_keeps_the_earlier_version(service):
+    c = service.client
+    url = "/v1/collections/docs/documents"
+    assert c.post(url, files={"files": ("heron.md", NOTES)}).json()["chunks_added"] == 1
+    for broken in (b"   \n", "caf\xe9".encode("latin-1")):  # empty, undecodable
+        r = c.post(url, files={"files": ("heron.md", broken)})
+        assert r.status_code == 422 and r.json()["error"]["code"] == "nothing_ingested"
+    r = c.post(url, files={"files": ("heron.jsonl", b'{"text": "Heron owners ride daily."}\n')})
+    assert r.status_code == 200
+    r = c.post(url, files={"files": ("heron.jsonl", b"not json\n")})
+    assert r.status_code == 422
+    for query, source in (("Heron range km", "upload:heron.md"), ("Heron owners ride", "upload:heron.jsonl")):
+        hits = c.post("/v1/search", json={"query": query, "mode": "bm25"}).json()["passages"]
+        assert hits and hits[0]["metadata"]["source"] == source
+    assert c.get("/v1/collections/docs/stats").json()["chunks"] == 3 + 2
+
+
+def test_bad_jsonl_lines_of_an_upload_are_reported_under_its_name(service):
+    data = b'{"text": "Owls hunt at night."}\nnot json\n{"notext": 1}\n'
+    r = service.client.post("/v1/collections/docs/documents", files={"files": ("owls.jsonl", data)})
+    assert r.status_code == 200, r.text
+    lines = r.json()["skipped_lines"]
+    assert [s["path"] for s in lines] == ["owls.jsonl:2", "owls.jsonl:3"]
+    assert "not valid JSON" in lines[0]["reason"] and "selfrag-upload-" not in r.text

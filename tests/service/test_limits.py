@@ -54,6 +54,21 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(limited):
     assert limited.engine.calls == []
 
 
+def test_a_chunked_body_over_the_limit_is_a_413_too(limited):
+    def chunked(data: bytes):  # a generator: sent without Content-Length, Transfer-Encoding: chunked
+        yield data
+
+    big = b'{"query": "' + b"a" * 5000 + b'"}'
+    r = limited.client.post("/v1/search", content=chunked(big), headers={"Content-Type": "application/json"})
+    assert code(r) == (413, "body_too_large")
+    r = limited.client.post("/v1/ask", content=chunked(b'{"question": "' + b"x" * 5000 + b'"}'),
+                            headers={"Content-Type": "application/json"})
+    assert code(r) == (413, "body_too_large") and limited.engine.calls == []
+    ok = limited.client.post("/v1/search", content=chunked(b'{"query": "bridge"}'),
+                             headers={"Content-Type": "application/json"})
+    assert ok.status_code == 200, ok.text
+
+
 def test_unknown_routes_and_methods_are_json_errors(service):
     assert code(service.client.get("/v1/nothing")) == (404, "not_found")
     assert code(service.client.get("/v1/ask")) == (405, "method_not_allowed")

@@ -13,6 +13,7 @@ from selfrag.service.runtime import build_service_runtime
 from selfrag.service.settings import ServiceSettings
 from selfrag.settings import Settings
 from tests.fakes import scripted_lm
+from tests.service.conftest import LOCAL
 
 SCRIPT = {
     "extract_filters": {"filters": [{"field": "language", "op": "eq", "value": "en"}]},
@@ -34,7 +35,7 @@ def test_self_query_in_the_service_sees_the_demo_corpus_ingested_at_start_up(tmp
     settings, engine = strategy_settings(tmp_path, monkeypatch, self_query=True)
     service = ServiceSettings(demo_corpus=True)
     runtime = build_service_runtime(settings, service)
-    with TestClient(create_app(runtime, service)) as client:
+    with TestClient(create_app(runtime, service), base_url=LOCAL) as client:
         r = client.post("/v1/ask", json={"question": "What is the range of the Heron cargo bike?"})
         assert r.status_code == 200, r.text
     fields = [inputs["metadata_fields"] for role, inputs in engine.calls if role == "extract_filters"]
@@ -47,7 +48,7 @@ def test_hyde_in_the_service_embeds_the_passage_while_bm25_keeps_the_question(tm
     engine.script["hypothetical_passage"] = {"hypothetical_passage": "The Heron has a range of about 80 km."}
     service = ServiceSettings(demo_corpus=True)
     runtime = build_service_runtime(settings, service)
-    with TestClient(create_app(runtime, service)) as client:
+    with TestClient(create_app(runtime, service), base_url=LOCAL) as client:
         r = client.post("/v1/ask", json={"question": "What is the range of the Heron cargo bike?"})
         assert r.status_code == 200, r.text
     searches = [s for s in r.json()["trace"] if s["step"] == "retrieve"]

@@ -120,7 +120,7 @@ def index_retriever(kb: "KnowledgeBase", kind: str, mode: str | None = None) -> 
     ValueError when the index has not been built."""
     _check(kind)
     index = sibling(kb, INDEX_SUFFIXES[kind])
-    if index.is_empty():
+    if not index.store.exists() or index.is_empty():  # a read: an index never built is not created
         raise ValueError(f"no {kind} index for collection {kb.name!r}: "
                          f"run selfrag ingest --index {kind} --collection {kb.name} first")
     if why := stale_index(kb, kind):

@@ -7,7 +7,8 @@ parent's metadata, so filters work on children too. :class:`ParentDocumentRetrie
 children and returns the parents, deduplicated, best match first.
 
 Idempotent: sentence children have content-derived ids; an LM child is made once per parent chunk
-(whose id is content-derived) and kept while that chunk exists; children of removed chunks are deleted.
+(whose id is content-derived) and kept while that chunk exists (new metadata of the chunk is copied to
+its children on a rebuild); children of removed chunks are deleted.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from programs.types import Passage, Retriever
 from selfrag.kb.chunking import split_sentences
 from selfrag.kb.indexes.common import IndexReport, node_id, remove_stale, sibling
 from selfrag.kb.ingest import ChunkRecord, _progress, write_chunks
-from selfrag.kb.store import ChromaStore
+from selfrag.kb.store import ChromaStore, clean_metadata
 
 if TYPE_CHECKING:  # pragma: no cover
     from selfrag.kb.knowledge_base import KnowledgeBase
@@ -52,20 +53,26 @@ def build_multi_representation(kb: "KnowledgeBase", *, representations: Sequence
     target = sibling(kb, SUFFIX)
     report = IndexReport(kind="multi-representation", collection=target.name)
     existing: dict[tuple[str, str], list[str]] = {}
+    stored: dict[str, dict[str, Any]] = {}  # child id -> its metadata
     for cid, _text, meta in target.store.iter_all(include_sources_only=True):
         existing.setdefault((str(meta.get("parent_id")), str(meta.get("representation"))), []).append(cid)
+        stored[cid] = meta
     parents = sorted(kb.store.iter_all(), key=lambda row: row[0])
     needs_lm = sum(1 for pid, _t, _m in parents for r in representations
                    if r in LM_REPRESENTATIONS and (pid, r) not in existing)
     bar = _progress(progress and needs_lm > 0, needs_lm, "writing child representations")
     records: list[ChunkRecord] = []
     keep: set[str] = set()
+    restamp: dict[str, dict[str, Any]] = {}  # kept LM children whose parent's metadata changed
     try:
         for pid, text, meta in parents:
             base = {k: v for k, v in meta.items() if k not in ("content_hash", "chunk_index")}
             for rep in representations:
                 if rep in LM_REPRESENTATIONS and (pid, rep) in existing:
                     keep.update(existing[(pid, rep)])
+                    meta_now = {**base, "parent_id": pid, "representation": rep}
+                    restamp.update((cid, meta_now) for cid in existing[(pid, rep)]
+                                   if stored[cid] != clean_metadata(meta_now))
                     continue
                 texts = _children(rep, text, summarise, questions, max_questions, report)
                 if rep in LM_REPRESENTATIONS and bar is not None:
@@ -78,6 +85,7 @@ def build_multi_representation(kb: "KnowledgeBase", *, representations: Sequence
         if bar is not None:
             bar.stop()
     written = write_chunks(target.store, target.embedder, records, batch_size=kb.write_batch, progress=progress)
+    target.store.replace_metadata(list(restamp), list(restamp.values()))
     report.nodes_added = written.chunks_added
     report.nodes_unchanged = len(keep) - written.chunks_added
     report.nodes_removed = remove_stale(target.store, keep)

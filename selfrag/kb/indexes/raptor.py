@@ -26,6 +26,7 @@ import numpy as np
 
 from selfrag.kb.indexes.common import IndexReport, iter_with_embeddings, node_id, remove_stale, sibling
 from selfrag.kb.ingest import _progress
+from selfrag.kb.store import clean_metadata
 
 if TYPE_CHECKING:  # pragma: no cover
     from selfrag.kb.knowledge_base import KnowledgeBase
@@ -117,6 +118,10 @@ def build_raptor(kb: "KnowledgeBase", summarise: Summariser, *, max_levels: int 
         batch = todo[s:s + kb.write_batch]
         target.store.add([r[0] for r in batch], [r[1] for r in batch], np.stack([r[3] for r in batch]),
                          [{**r[2], "raptor_level": 0} for r in batch])
+    copies = target.store.metadatas([row[0] for row in leaves if row[0] in stored])  # a chunk's new metadata:
+    moved = [(r[0], {**r[2], "raptor_level": 0}) for r in leaves if r[0] in copies]   # its copy follows
+    moved = [(cid, meta) for cid, meta in moved if copies[cid] != clean_metadata(meta)]
+    target.store.replace_metadata([cid for cid, _ in moved], [meta for _, meta in moved])
     report.nodes_added += len(todo)
     report.nodes_unchanged += len(leaves) - len(todo)
     keep = {row[0] for row in leaves}
