@@ -74,6 +74,7 @@ class SerialDecomposition(StrategyRetrieval, RAGModule):
         for sub in subs:
             known = "; ".join(a for a in (s.split(" → ", 1)[1] for s in solved) if a != UNKNOWN)
             query = f"{sub} ({known})"[:MAX_QUERY_CHARS] if known else sub
+            self.plan_anew(tracer, sub)  # routing, filters and the rerank question from this sub-question
             passages = self._retrieve(tracer, query, k)
             gathered.update((p.id, p) for p in passages if p.id not in gathered)
             solved.append(f"{sub} → {self._answer_step(tracer, sub, solved, passages)}")

@@ -78,6 +78,17 @@ class StrategyRetrieval:
         _PLAN.set((tracer, plan))
         return plan
 
+    def plan_anew(self, tracer: Tracer, question: str) -> None:
+        """Plan the next retrievals for ``question``: a program that asks the store several questions
+        (decompose-serial's sub-questions) routes and filters each on its own words, not the first one's.
+        A routed-to-web budget carries over, so ``max_web_rounds`` still bounds the whole question."""
+        if not self.retrieval.active:
+            return
+        held = _PLAN.get()
+        plan = self.retrieval.plan(self._retrieval_context(tracer), question)
+        plan.web = held[1].web if held is not None and held[0] is tracer else None
+        _PLAN.set((tracer, plan))
+
     def _retrieve(self, tracer: Tracer, query: str, k: int) -> list[Passage]:
         if not self.retrieval.active:
             return super()._retrieve(tracer, query, k)  # type: ignore[misc]

@@ -75,3 +75,26 @@ def test_failed_decomposition_and_nothing_found_abstains():
 def test_registered():
     assert program_class("decompose-serial") is SerialDecomposition
     assert {n for n, _ in SerialDecomposition(ListRetriever([])).named_predictors()} == set(SerialDecomposition.PREDICTORS)
+
+
+def test_each_sub_question_is_filtered_on_its_own_words():
+    # Self-query plans per sub-question: the 2023 part is not searched under the 2021 part's filter.
+    from tests.programs.test_retrieval_pipeline import SCHEMA, FilteringRetriever
+
+    docs = [passage("m21", "Heron manual 2021: the range is 60 km.", year=2021, doc_type="manual"),
+            passage("m23", "Heron manual 2023: the range is 80 km.", year=2023, doc_type="manual")]
+
+    def filters(inp):
+        years = [y for y in (2021, 2023) if str(y) in inp["question"]]
+        return {"filters": [{"field": "year", "op": "eq", "value": years[0]}] if len(years) == 1 else []}
+
+    script = dict(SCRIPT, decompose_question={"sub_questions": ["What is the range in the 2021 manual?",
+                                                                "What is the range in the 2023 manual?"]},
+                  extract_filters=filters)
+    lm, engine = scripted_lm(script)
+    retriever = FilteringRetriever(docs)
+    rag = SerialDecomposition(retriever, config=ProgramSettings(self_query=True, k=2), generator_lm=lm,
+                              adapter=dspy.JSONAdapter(), metadata_schema=SCHEMA)
+    rag(question="How did the Heron's range change between the 2021 and the 2023 manual?")
+    assert retriever.filters == [{"year": {"$eq": 2021}}, {"year": {"$eq": 2023}}]
+    assert engine.count("extract_filters") == 2
