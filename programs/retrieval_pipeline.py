@@ -122,6 +122,9 @@ class RetrievalPipeline(dspy.Module):
             ctx.tracer.note("collections", None, fallback="routing failed: all collections")
             return None
         kept, unknown = parse_route(pred.chosen, ctx.retriever.names, self.max_routes)
+        if not kept and unknown:  # it named collections, none of them known: unusable, like a failed call
+            ctx.tracer.note("collections", None, unknown=unknown, fallback="no known collection named: all collections")
+            return None
         ctx.tracer.note("collections", kept, unknown=unknown)
         return kept
 

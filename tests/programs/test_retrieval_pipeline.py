@@ -79,6 +79,15 @@ def test_routing_to_no_collection_retrieves_nothing_and_the_program_abstains():
     assert step(result, "retrieve")[0].inputs["skipped"] == "routed to no collection" and result.abstained
 
 
+def test_a_routing_reply_naming_no_known_collection_searches_them_all():
+    # The model copied a description line back: unusable, like a failed call — not "no collection".
+    script = {"route_collections": {"chosen": ["bikes: manuals and FAQs of Heron cargo bikes"]}, "generate_answer": ANSWER}
+    result, _ = run(Strategic, collections(), script, route_collections=True, k=2)
+    routed = step(result, "collections")[0]
+    assert routed.output is None and "all collections" in routed.inputs["fallback"] and "bikes:" in routed.inputs["unknown"]
+    assert step(result, "retrieve") and not result.abstained
+
+
 def test_routing_to_no_collection_answers_from_the_web_when_there_is_one_bounded_by_max_web_rounds():
     from programs.iterative import IterativeRAG
     from tests.fakes import FakeWeb
