@@ -45,11 +45,15 @@ class Expansion:
     cut: dict[str, int] = field(default_factory=dict)  # transform → items dropped by the bounds
 
 
-def clean_queries(items: Iterable[object] | None, original: str, limit: int) -> tuple[list[str], int]:
+def clean_queries(items: Iterable[object] | None, original: str, limit: int,
+                  seen: set[str] | None = None) -> tuple[list[str], int]:
     """Whitespace-normalised, clipped, non-empty queries different from ``original`` and from each
-    other (case-insensitive), at most ``limit``; also how many given items were dropped."""
+    other (case-insensitive), at most ``limit``; also how many given items were dropped. ``seen`` (casefolded
+    queries kept so far, updated) carries over between transforms, so a query two transforms both produce is
+    searched, and weighed in the fusion, once."""
     given = [items] if isinstance(items, str) else list(items or [])
-    seen = {" ".join(original.split()).casefold()}
+    seen = set() if seen is None else seen
+    seen.add(" ".join(original.split()).casefold())
     kept: list[str] = []
     for item in given:
         text = " ".join(str(item).split())[:MAX_QUERY_CHARS]
@@ -100,13 +104,14 @@ class QueryTransforms(dspy.Module):
         outputs = dict(zip(self.names, parallel_map(run, self.names, num_threads)))
         expansion = Expansion(queries=[("original", query)])
         limits = {"multi_query": self.max_paraphrases, "decompose": self.max_subquestions, "step_back": 1}
+        seen: set[str] = set()
         for name in self.names:
             value = outputs[name]
             if name == "hyde":
                 text = " ".join(str(value or "").split())[:MAX_HYDE_CHARS]
                 expansion.dense_query = text or None
                 continue
-            kept, cut = clean_queries(value, query, limits[name])
+            kept, cut = clean_queries(value, query, limits[name], seen)
             label = {"multi_query": "paraphrase", "decompose": "sub_question", "step_back": "step_back"}[name]
             expansion.queries += [(label, q) for q in kept]
             if cut:

@@ -163,6 +163,17 @@ def test_transforming_retriever_works_as_any_programs_retriever_with_its_own_tra
     assert engine.roles() == ["step_back_question", "generate_answer"]
 
 
+def test_a_query_two_transforms_both_produce_is_searched_once():
+    table = {"Q?": "ab", "bridge history": "cd"}
+    retriever = TableRetriever(table)
+    script = {"paraphrase_query": {"paraphrases": ["bridge history"]},
+              "step_back_question": {"step_back_question": "Bridge  History"}, "generate_answer": ANSWER}
+    rag, _ = program(script, retriever, transforms=["multi_query", "step_back"], k=2)
+    rag(question="Q?")
+    searched = [call[0].casefold() for call in retriever.calls]
+    assert searched.count("bridge history") == 1 and searched.count("q?") == 1
+
+
 def test_clean_queries_bounds():
     assert clean_queries(["  a  b ", "A B", "", "c", "d"], "q", 2) == (["a b", "c"], 3)
     assert clean_queries("single", "q", 1) == (["single"], 0)
