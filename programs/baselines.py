@@ -95,9 +95,9 @@ class GradedRAG(RAGModule):
         used_web = False
         if best is not None:
             tracer.note("route", "accept" if grounded else "web", support=best.support)
-        if not grounded and self.web_search is not None:
-            used_web = True
-            web = self._web(tracer, WebBudget(1), question)
+        if not grounded and self.web_search is not None:  # one web round (the tutorial's); max_web_rounds 0: none
+            used_web = self.config.max_web_rounds > 0
+            web = self._web(tracer, WebBudget(min(1, self.config.max_web_rounds)), question)
             retry = self._generate_checked(tracer, question, web) if web else None
             if retry is not None and (best is None or retry.support in GROUNDED):
                 best = retry

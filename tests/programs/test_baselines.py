@@ -147,6 +147,15 @@ def test_graded_nothing_relevant_goes_to_one_web_round():
     assert pred.result.used_web and not pred.abstained and pred.cited_doc_ids == ["w1"]
 
 
+def test_graded_searches_no_web_when_max_web_rounds_is_zero():
+    web = FakeWeb([passage("w1", "The Zephyr bridge opened on 1 May 1931.", url="https://example.org/z")])
+    lm, engine = scripted_lm(dict(GRADED, grade_relevance={"relevance": "irrelevant"}))
+    program = GradedRAG(ListRetriever(KB), web_search=web, config=ProgramSettings(k=2, max_web_rounds=0),
+                        generator_lm=lm, adapter=dspy.JSONAdapter())
+    pred = program(question=Q)
+    assert web.queries == [] and pred.abstained and not pred.result.used_web
+
+
 def test_graded_hallucination_without_web_is_returned_flagged():
     program, engine = build(GradedRAG, dict(GRADED, judge_support={"support": "no"}))
     pred = program(question=Q)
