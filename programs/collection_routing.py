@@ -14,6 +14,7 @@ from typing import Any
 
 from programs.filter_grammar import FieldSpec
 from programs.fusion import RRF_K, weighted_rrf
+from programs.passages import quote_safe
 from programs.retriever_calls import call_retriever
 from programs.types import Passage, Retriever
 
@@ -51,8 +52,9 @@ class CollectionsRetriever:
         return list(self.collections)
 
     def describe(self) -> str:
-        """``name: description``, one per line, as the router sees them."""
-        return "\n".join(f"{c.name}: {c.description or '(no description)'}" for c in self.collections.values())
+        """``name: «description»``, one per line, as the router sees them (a description is quoted data)."""
+        return "\n".join(f"{c.name}: «{quote_safe(c.description)}»" if c.description else f"{c.name}: (no description)"
+                         for c in self.collections.values())
 
     def schema(self, names: Iterable[str] | None = None) -> dict[str, FieldSpec]:
         """The filterable keys of the named collections (all by default); a key typed differently in

@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from programs.passages import quote_safe
+
 FieldType = Literal["str", "int", "float", "bool"]
 Scalar = str | int | float | bool
 
@@ -209,7 +211,9 @@ def describe(schema: Mapping[str, FieldSpec]) -> str:
     """The schema as the self-query prompt shows it: ``name (type): e.g. a, b``, one per line."""
     lines = []
     for spec in sorted(schema.values(), key=lambda s: s.name):
-        examples = f": e.g. {', '.join(spec.examples)}" if spec.examples else ""
+        # text examples are stored document metadata: quoted data, like passages
+        shown = [f"«{quote_safe(e)}»" if spec.type == "str" else e for e in spec.examples]
+        examples = f": e.g. {', '.join(shown)}" if shown else ""
         lines.append(f"{spec.name} ({spec.type}){examples}")
     return "\n".join(lines)
 

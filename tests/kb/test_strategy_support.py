@@ -90,7 +90,7 @@ def test_collections_retriever_over_knowledge_bases(make_kb):
     other.add_documents([("Basil pasta recipe.", {"doc_id": "r1"})])
     set_description(bikes.store, "Heron manuals")
     retriever = collections_retriever([bikes, other])
-    assert retriever.describe().splitlines() == ["bikes: Heron manuals", "recipes: (no description)"]
+    assert retriever.describe().splitlines() == ["bikes: «Heron manuals»", "recipes: (no description)"]
     assert "year" in retriever.schema(["bikes"]) and "year" not in retriever.schema(["recipes"])
     got = retriever.retrieve("pasta recipe", k=1, collections=["recipes"])
     assert got[0].metadata["collection"] == "recipes" and got[0].metadata["doc_id"] == "r1"
@@ -108,3 +108,23 @@ def test_strategy_components_for_the_composition_root(make_kb):
     assert routed["retriever"].names == ["bikes", "recipes"] and "metadata_schema" not in routed
     rag = Strategic(**routed, config=ProgramSettings(route_collections=True, self_query=True))
     assert rag.retriever is routed["retriever"]
+
+
+def test_routed_collections_are_searched_through_the_retrievers_given(make_kb):
+    """The routed retriever searches ``kb`` through the retriever the composition root built (an index, a
+    re-scoring wrapper) and every other collection through ``retriever_of`` — not their plain chunks."""
+    from selfrag.kb.strategy_components import strategy_components
+
+    kb, other = manuals(make_kb, "bikes"), make_kb("recipes")
+    other.add_documents([("Basil pasta recipe.", {"doc_id": "r1"})])
+    index, built = Recorder("index"), {}
+
+    def retriever_of(collection):
+        built[collection.name] = Recorder(f"{collection.name}-index")
+        return built[collection.name]
+
+    routed = strategy_components(kb, ProgramSettings(route_collections=True), [other], retriever=index,
+                                 retriever_of=retriever_of)["retriever"]
+    assert routed.collections["bikes"].retriever is index and routed.collections["recipes"].retriever is built["recipes"]
+    assert [p.id for p in routed.retrieve("range", k=1, collections=["bikes"])] == ["index-range"]
+    assert "year" in routed.schema(["bikes"])  # the schema still comes from the collection's chunks

@@ -67,7 +67,7 @@ def test_routing_searches_only_the_chosen_collections_and_drops_unknown_names():
     script = {"route_collections": {"chosen": ["Bikes", "manuals", "bikes"]}, "generate_answer": ANSWER}
     result, engine = run(Strategic, collections(), script, route_collections=True, k=2)
     routed = engine.calls[0][1]["collections"]
-    assert routed.splitlines() == ["bikes: manuals and FAQs of Heron cargo bikes", "recipes: cooking recipes"]
+    assert routed.splitlines() == ["bikes: «manuals and FAQs of Heron cargo bikes»", "recipes: «cooking recipes»"]
     assert step(result, "collections")[0].output == ["bikes"] and "manuals" in step(result, "collections")[0].inputs["unknown"]
     assert all(p.startswith("h") or p == "faq" for p in step(result, "fuse")[0].output)
     assert all(c.id != "r1" for c in result.citations)
@@ -117,7 +117,7 @@ def test_self_query_filters_are_validated_and_reach_the_store():
                                               {"field": "year", "op": "gt", "value": {"$ne": None}}]},
               "generate_answer": ANSWER}
     result, engine = run(Strategic, retriever, script, self_query=True, with_schema=True, k=2)
-    assert engine.calls[0][1]["metadata_fields"].splitlines() == ["doc_type (str): e.g. manual, faq",
+    assert engine.calls[0][1]["metadata_fields"].splitlines() == ["doc_type (str): e.g. «manual», «faq»",
                                                                    "year (int): e.g. 2021, 2023"]
     where = {"$and": [{"year": {"$eq": 2023}}, {"doc_type": {"$eq": "manual"}}]}
     assert retriever.filters == [where]
