@@ -43,13 +43,18 @@ def _names(client: Any) -> set[str]:
 
 def recover(client: Any, name: str) -> bool:
     """Undo what an interrupted reindex of ``name`` left: rename ``<name>.reindex-old`` back when ``name``
-    is missing, delete a leftover ``<name>.reindex-new``. True when the collection was renamed back."""
+    is missing, delete it when ``name`` is there (killed after the swap, before the delete: ``name`` is the
+    new, complete collection), delete a leftover ``<name>.reindex-new``. True when renamed back."""
     names = _names(client)
     recovered = False
-    if name not in names and name + OLD_SUFFIX in names:
-        client.get_collection(name + OLD_SUFFIX).modify(name=name)
-        recovered = True
-        log.warning("collection %s restored from an interrupted reindex", name)
+    if name + OLD_SUFFIX in names:
+        if name not in names:
+            client.get_collection(name + OLD_SUFFIX).modify(name=name)
+            recovered = True
+            log.warning("collection %s restored from an interrupted reindex", name)
+        else:
+            client.delete_collection(name + OLD_SUFFIX)
+            log.warning("collection %s: the old copy an interrupted reindex left was deleted", name)
     if name + NEW_SUFFIX in names:
         client.delete_collection(name + NEW_SUFFIX)
     return recovered

@@ -79,6 +79,15 @@ def test_a_run_killed_between_the_renames_is_restored(tmp_path):
     assert report.recovered and snapshot(open_kb(tmp_path)) == before and names(kb) == {"books"}
 
 
+def test_a_run_killed_after_the_swap_has_its_old_copy_deleted_and_a_rerun_works(tmp_path):
+    kb = open_kb(tmp_path, "hash-64")
+    kb.add_documents(DOCS)
+    before = snapshot(kb)
+    kb.store.client.create_collection("books" + OLD_SUFFIX)  # as if killed after both renames, before the delete
+    report = reindex(kb.store.client, "books", HashEmbedder(32))
+    assert not report.recovered and names(kb) == {"books"} and snapshot(open_kb(tmp_path)) == before
+
+
 @pytest.fixture
 def run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
