@@ -151,7 +151,7 @@ def read_results(path: Path) -> list[dict[str, Any]]:
         with open(path, "r+b") as fh:
             fh.truncate(len(data))
     rows = []
-    for line in data.decode("utf-8").splitlines():
+    for line in data.decode("utf-8").split("\n"):  # not splitlines(): U+2028/NEL may sit inside a JSON string
         if line.strip():
             try:
                 rows.append(json.loads(line))

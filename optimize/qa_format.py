@@ -169,7 +169,7 @@ def check_qa_file(path: str | Path) -> QACheck:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
-    for n, raw in enumerate(text.splitlines(), start=1):
+    for n, raw in enumerate(text.split("\n"), start=1):  # not splitlines(): U+2028/NEL may sit inside a JSON string
         if not raw.strip():
             continue
         result.lines += 1

@@ -183,10 +183,52 @@ def load_text(path: Path) -> list[Document]:
     return [Document(text=text, source=str(path), title=path.stem)]
 
 
+_MD_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
+_MD_FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,}).*?(?:^[ ]{0,3}\1[`~]*[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
+
+
+def markdown_title(text: str) -> str | None:
+    """The title of a Markdown text: its front matter's ``title:``, else its first heading outside code
+    blocks (a ``# comment`` in a fenced shell block is not a heading)."""
+    front = _MD_FRONT_MATTER.match(text)
+    if front:
+        for line in front.group(1).splitlines():
+            key, _, value = line.partition(":")
+            if key.strip().lower() == "title" and value.strip().strip("'\"").strip():
+                return value.strip().strip("'\"").strip()
+        text = text[front.end():]
+    m = _MD_HEADING.search(_MD_FENCE.sub("", text))
+    return m.group(1).strip() if m else None
+
+
 def load_markdown(path: Path) -> list[Document]:
     text = _non_empty(_read_text(path))
-    m = _MD_HEADING.search(text)
-    return [Document(text=text, source=str(path), title=m.group(1).strip() if m else path.stem)]
+    return [Document(text=text, source=str(path), title=markdown_title(text) or path.stem)]
+
+
+# Elements that end a paragraph; everything else (b, a, span, em...) is inline and joins its text.
+_HTML_BLOCKS = ("address", "article", "aside", "blockquote", "dd", "div", "dl", "dt", "figcaption", "figure",
+                "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li", "main", "nav", "ol",
+                "p", "pre", "section", "table", "tr", "ul")
+_PARAGRAPH, _BREAK = "\x00P\x00", "\x00B\x00"
+
+
+def html_text(soup: Any) -> str:
+    """The text of parsed HTML as a reader sees it: inline tags join their words (``The <b>Heron</b>
+    rides`` → ``The Heron rides``; no space is added, so Chinese stays unbroken), a block element is a
+    paragraph (a blank line between), ``<br>`` a line break, table cells are separated by a space, and the
+    source's own line wrapping is a space."""
+    for br in soup.find_all("br"):
+        br.replace_with(_BREAK)
+    for cell in soup.find_all(["td", "th"]):
+        cell.insert_after(" ")
+    for block in soup.find_all(_HTML_BLOCKS):
+        block.insert_before(_PARAGRAPH)
+        block.insert_after(_PARAGRAPH)
+    text = re.sub(r"\s+", " ", soup.get_text())
+    text = text.replace(_BREAK, "\n")
+    paragraphs = ("\n".join(line.strip() for line in chunk.split("\n")) for chunk in text.split(_PARAGRAPH))
+    return "\n\n".join(p.strip() for p in paragraphs if p.strip())
 
 
 def load_html(path: Path) -> list[Document]:
@@ -203,9 +245,7 @@ def load_html(path: Path) -> list[Document]:
         title = soup.find("h1").get_text(" ", strip=True)
     if soup.title:
         soup.title.decompose()
-    lines = [ln.strip() for ln in soup.get_text("\n").splitlines()]
-    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-    return [Document(text=_non_empty(text), source=str(path), title=title or path.stem)]
+    return [Document(text=_non_empty(html_text(soup)), source=str(path), title=title or path.stem)]
 
 
 def load_pdf(path: Path) -> list[Document]:
@@ -266,7 +306,9 @@ def load_jsonl(path: Path, notes: list[Skipped] | None = None) -> list[Document]
     raw = _read_text(path)
     docs: list[Document] = []
     bad = 0
-    for lineno, line in enumerate(raw.splitlines(), start=1):
+    # JSONL lines end at "\n" only: str.splitlines() also breaks at U+2028/U+2029/NEL, which JSON leaves
+    # unescaped inside strings (json.dumps(..., ensure_ascii=False)), cutting valid records in two
+    for lineno, line in enumerate(raw.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -285,7 +327,11 @@ def load_jsonl(path: Path, notes: list[Skipped] | None = None) -> list[Document]
         for key, value in obj.items():
             if key not in ("text", "metadata") and isinstance(value, _SCALARS):
                 meta[key] = value
-        doc_id = meta.pop("doc_id", None) or meta.pop("id", None)
+        doc_id = meta.pop("doc_id", None)
+        if doc_id is None or doc_id == "":  # (0 is an id: 0-based ids are common)
+            doc_id = meta.pop("id", None)
+        if doc_id == "":
+            doc_id = None
         if doc_id is not None:
             meta["doc_id"] = str(doc_id)
         title = str(meta.pop("title", "") or f"{path.stem} #{lineno}")

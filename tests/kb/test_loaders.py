@@ -181,3 +181,31 @@ def test_the_knowledge_base_folder_is_never_ingested(tmp_path):
     assert _reasons(skipped)["store"] == "the knowledge base's own folder (never ingested)"
     docs, skipped, _ = load_paths([tmp_path / "store" / "chunks.jsonl"], exclude=[tmp_path / "store"])
     assert docs == [] and "knowledge base's own folder" in skipped[0].reason
+
+
+def test_jsonl_lines_end_at_newlines_only_and_id_zero_is_an_id(tmp_path):
+    import json
+
+    rows = [{"doc_id": 0, "text": "first\u2028still the first record"}, {"id": 1, "text": "second\x85same"},
+            {"text": "third", "title": "T\u2029x"}]
+    (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n",
+                                      encoding="utf-8")
+    docs, skipped, _ = load_paths([tmp_path / "d.jsonl"], skipped_lines=(lines := []))
+    assert [d.metadata.get("doc_id") for d in docs] == ["0", "1", None] and lines == [] and skipped == []
+    assert docs[0].text == "first\u2028still the first record" and [d.metadata["line"] for d in docs] == [1, 2, 3]
+
+
+def test_html_inline_tags_join_their_words_and_blocks_are_paragraphs(tmp_path):
+    (tmp_path / "p.html").write_text(
+        "<html><head><title>Heron</title></head><body><p>The <b>Heron</b> has a range of <a href='#'>120 km</a>\n"
+        "on one charge.</p><p>红隼<b>工坊</b>在上海。</p><ul><li>one</li><li>two<br>three</li></ul></body></html>",
+        encoding="utf-8")
+    doc = load_paths([tmp_path / "p.html"])[0][0]
+    assert doc.text == "The Heron has a range of 120 km on one charge.\n\n红隼工坊在上海。\n\none\n\ntwo\nthree"
+
+
+def test_markdown_title_from_front_matter_then_a_heading_outside_code(tmp_path):
+    (tmp_path / "a.md").write_text("---\ntitle: Setup guide\n---\n\n```bash\n# install the deps\n```\n# Later\n")
+    (tmp_path / "b.md").write_text("```sh\n# not a heading\n```\n\n## Real heading\ntext\n")
+    titles = {d.source.rsplit("/", 1)[1]: d.title for d in load_paths([tmp_path])[0]}
+    assert titles == {"a.md": "Setup guide", "b.md": "Real heading"}

@@ -36,6 +36,13 @@ def test_a_good_file_gives_items_with_defaults(tmp_path):
     assert a.group == parse_record({"question": "how long is LEAVE", "answers": []}, 9).group  # same question
 
 
+def test_a_line_separator_inside_a_json_string_does_not_split_the_record(tmp_path):
+    path = write(tmp_path, [json.dumps({"question": "How long\u2028is leave?", "answers": ["16\x85weeks"]},
+                                       ensure_ascii=False)])
+    check = check_qa_file(path)
+    assert check.problems == [] and check.lines == 1 and check.items[0].answers == ("16\x85weeks",)
+
+
 @pytest.mark.parametrize("line, reason", [
     ("{not json", "bad JSON"),
     ('["a list"]', "expected a JSON object"),
