@@ -28,7 +28,8 @@ def serve(
     max_queue: Annotated[Optional[int], typer.Option("--max-queue", help="Questions that may wait for the model.")]
     = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help="Seconds a question may take.")] = None,
-    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "warning",
+    log_level: Annotated[str, typer.Option(
+        "--log-level", help="uvicorn log level: critical | error | warning | info | debug | trace.")] = "warning",
     config: ConfigOpt = None,
 ) -> None:
     """Serve the API (/v1/...), the web page (/) and /healthz, /readyz, /metrics."""
@@ -51,11 +52,16 @@ def serve(
     except ValidationError as exc:
         fail("invalid service settings: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
                                                       for e in exc.errors()), 2)
+    if log_level.lower() not in LOG_LEVELS:
+        fail(f"--log-level {log_level!r}: choose one of {', '.join(LOG_LEVELS)}", 2)
     token = os.environ.get(service.token_env) or None  # read once, here; never logged
     try:
         check_bind(service.host, token, service.token_env)
     except TokenRequired as exc:
         fail(str(exc), 2)
+    taken = port_taken(service.host, service.port)
+    if taken:  # said before the model loads (uvicorn would say it only after)
+        fail(f"cannot listen on {service.host}:{service.port}: {taken}", 2)
 
     import uvicorn
 
@@ -68,8 +74,25 @@ def serve(
     app = create_app(runtime, service, token=token)
     auth = "bearer token required" if token else "no auth (loopback only)"
     err_console.print(plain(f"serving on http://{service.host}:{service.port} ({auth})"))
-    uvicorn.run(app, host=service.host, port=service.port, log_level=log_level, access_log=False,
+    uvicorn.run(app, host=service.host, port=service.port, log_level=log_level.lower(), access_log=False,
                 timeout_graceful_shutdown=5)
+
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+def port_taken(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on now (e.g. "Address already in use"), or None."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
 
 
 def register(app: typer.Typer) -> None:

@@ -65,3 +65,18 @@ def test_serve_strict_refuses_a_tampered_artifact_before_it_listens(tmp_path, mo
     result = CliRunner().invoke(app, [*args, "--strict"])
     assert result.exit_code == 2 and "modified after it was saved" in result.stderr, result.output
     assert engine.calls == []
+
+
+def test_serve_refuses_an_unknown_log_level_and_a_taken_port_before_anything_loads(monkeypatch):
+    import socket
+
+    monkeypatch.setattr("selfrag.service.runtime.build_service_runtime",
+                        lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded")))
+    result = CliRunner().invoke(app, ["serve", "--log-level", "foo"])
+    assert result.exit_code == 2 and "--log-level 'foo': choose one of critical" in result.output
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        result = CliRunner().invoke(app, ["serve", "--port", str(port)])
+    assert result.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}" in result.output
