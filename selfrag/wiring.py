@@ -131,9 +131,11 @@ def build_indexes(settings: Settings, kb: KnowledgeBase, kinds: list[str], *,
 
 def strategy_components(settings: Settings, kb: KnowledgeBase, retriever: Any) -> dict[str, Any]:
     """The constructor components of a ``StrategyRetrieval`` program answering from ``kb`` through
-    ``retriever`` (:func:`build_retriever`): ``retriever`` (for ``route_collections`` one over ``kb`` and
-    the other described collections) and, for ``self_query``, ``metadata_schema``. The one place both
-    ``build_runtime`` (ask, the service) and ``selfrag eval`` get them from."""
+    ``retriever`` (:func:`build_retriever`): ``retriever`` (for ``route_collections`` one over ``kb``
+    through ``retriever`` and the other described collections, each through its own :func:`build_retriever`:
+    the same index and re-scoring; an index not built for one is refused the same way) and, for
+    ``self_query``, ``metadata_schema``. The one place both ``build_runtime`` (ask, the service) and
+    ``selfrag eval`` get them from."""
     from selfrag.kb.factory import describe_collections
     from selfrag.kb.strategy_components import strategy_components as _components
 
@@ -142,7 +144,8 @@ def strategy_components(settings: Settings, kb: KnowledgeBase, retriever: Any) -
         others = [build_knowledge_base(settings, collection=c.name, embedder=kb.embedder)
                   for c in describe_collections(settings.kb)
                   if c.description and c.name not in (kb.name, settings.web.offline_collection)]
-    return _components(kb, settings.program, others, retriever=retriever)
+    return _components(kb, settings.program, others, retriever=retriever,
+                       retriever_of=lambda other: build_retriever(settings, other))
 
 
 def build_web(settings: Settings, embedder: Any = None) -> WebSearch | None:

@@ -185,6 +185,37 @@ def test_retrieval_index_in_the_settings_selects_the_index_retriever(settings):
     assert runtime.program.retriever.retrieve("charges", k=1)[0].metadata["doc_id"] == "h"
 
 
+def test_routed_collections_are_searched_through_the_index_and_the_rescoring_of_the_settings(settings):
+    """route_collections with retrieval.index: every routed collection is searched over its index (parent
+    chunks, not plain ones) with the similarity re-scoring the compiled thresholds are fitted on; a routed
+    collection whose index was not built is refused like the main one."""
+    from selfrag.errors import InputError
+    from selfrag.kb.collection_info import set_description
+    from selfrag.kb.indexes import build_index
+    from selfrag.wiring import build_knowledge_base, build_runtime
+
+    kbs = {name: build_knowledge_base(settings, collection=name) for name in ("docs", "recipes")}
+    kbs["docs"].add_documents([("The Heron range is 80 km. It charges in 4 hours.", {"doc_id": "h"})])
+    kbs["recipes"].add_documents([("Basil pasta needs basil. It cooks in 9 minutes.", {"doc_id": "r"})])
+    for name, kb in kbs.items():
+        set_description(kb.store, f"{name} collection")
+    build_index(kbs["docs"], "multi-representation", representations=["sentences"], progress=False)
+    program = settings.program.model_copy(update={"strategy": "iterative", "route_collections": True})
+    routed = settings.model_copy(update={
+        "kb": settings.kb.model_copy(update={"collection": "docs"}), "program": program,
+        "retrieval": settings.retrieval.model_copy(update={"index": "multi-representation",
+                                                           "similarity_embedder": "hash-16"})})
+    with pytest.raises(InputError, match="no multi-representation index for collection 'recipes'"):
+        build_runtime(routed)
+    build_index(kbs["recipes"], "multi-representation", representations=["sentences"], progress=False)
+    retriever = build_runtime(routed).program.retriever
+    assert retriever.names == ["docs", "recipes"]
+    for name, query in (("docs", "charges"), ("recipes", "cooks")):
+        assert retriever.collections[name].retriever.embedder_name == "hash-16"  # the re-scoring scale
+        got = retriever.retrieve(query, k=1, collections=[name])[0]
+        assert got.metadata["matched"] == "sentences" and got.similarity is not None  # a parent of a child
+
+
 def test_a_strategy_program_gets_the_metadata_schema_its_self_query_needs(settings):
     from selfrag.errors import ConfigError
     from selfrag.wiring import build_knowledge_base, build_runtime

@@ -3,7 +3,7 @@ the Chroma collection's metadata) and its filterable metadata keys (inferred fro
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -78,7 +78,10 @@ def metadata_schema(store: "ChromaStore", sample: int = SCHEMA_SAMPLE) -> dict[s
     return infer_schema(islice(metas, sample), exclude=NOT_FILTERS)
 
 
-def collections_retriever(kbs: Iterable["KnowledgeBase"], mode: str | None = None) -> CollectionsRetriever:
-    """One retriever over several knowledge bases, each with its description and schema (for routing)."""
-    return CollectionsRetriever([Collection(kb.name, get_description(kb.store), kb.retriever(mode),
+def collections_retriever(kbs: Iterable["KnowledgeBase"], mode: str | None = None,
+                          retriever_of: Callable[["KnowledgeBase"], Any] | None = None) -> CollectionsRetriever:
+    """One retriever over several knowledge bases, each with its description and schema (for routing),
+    each searched through ``retriever_of(kb)`` (default ``kb.retriever(mode)``)."""
+    search = retriever_of or (lambda kb: kb.retriever(mode))
+    return CollectionsRetriever([Collection(kb.name, get_description(kb.store), search(kb),
                                             metadata_schema(kb.store)) for kb in kbs])

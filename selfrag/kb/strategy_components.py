@@ -3,7 +3,7 @@ composition root (``selfrag.wiring``) to pass to a ``StrategyRetrieval`` program
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from programs.collection_routing import Collection, CollectionsRetriever
@@ -18,17 +18,22 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def strategy_components(kb: "KnowledgeBase", program: ProgramSettings,
                         others: Sequence["KnowledgeBase"] = (), mode: str | None = None,
-                        retriever: Retriever | None = None) -> dict[str, Any]:
+                        retriever: Retriever | None = None,
+                        retriever_of: Callable[["KnowledgeBase"], Retriever] | None = None) -> dict[str, Any]:
     """``retriever`` (and ``metadata_schema`` for self-query) for ``program``'s strategies over ``kb``;
-    ``retriever``: the one to use for ``kb`` (e.g. over an index; default ``kb.retriever(mode)``).
+    ``retriever``: the one to use for ``kb`` (e.g. over an index, re-scored; default ``kb.retriever(mode)``).
 
-    - ``route_collections``: a ``CollectionsRetriever`` over ``kb`` and ``others`` (their descriptions
-      and schemas; the router's choices), which supplies the self-query schema itself;
+    - ``route_collections``: a ``CollectionsRetriever`` over ``kb`` (through ``retriever``) and ``others``
+      (each through ``retriever_of(other)``, the same kind of retriever — index, re-scoring — as ``kb``'s;
+      default ``other.retriever(mode)``), with their descriptions and schemas (the router's choices); it
+      supplies the self-query schema itself;
     - ``self_query``: the collection's metadata schema.
     """
-    if program.route_collections:
-        return {"retriever": collections_retriever([kb, *others], mode)}
     retriever = retriever if retriever is not None else kb.retriever(mode)  # hybrid takes HyDE's dense_query
+    if program.route_collections:
+        other_retriever = retriever_of or (lambda other: other.retriever(mode))
+        return {"retriever": collections_retriever(
+            [kb, *others], mode, retriever_of=lambda c: retriever if c is kb else other_retriever(c))}
     out: dict[str, Any] = {"retriever": retriever}
     if program.self_query:
         out["metadata_schema"] = metadata_schema(kb.store)

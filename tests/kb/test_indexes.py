@@ -198,6 +198,9 @@ def test_new_metadata_of_unchanged_chunks_makes_an_index_stale_and_a_rebuild_car
     hits = index_retriever(topic_kb, kind, "bm25").retrieve("Moon orbit", k=3, filters={"title": "lunar"})
     assert hits and all(p.metadata["title"] == "lunar" for p in hits)
     assert index_retriever(topic_kb, kind, "bm25").retrieve("Moon orbit", k=3, filters={"title": "moon"}) == []
+    if kind == "raptor":  # the reused moon summary carries its chunks' new metadata too
+        got = index_retriever(topic_kb, kind, "bm25").retrieve("Summary of Moon", k=8, filters={"title": "lunar"})
+        assert [p.metadata["title"] for p in got if p.metadata["raptor_level"] == 1] == ["lunar"]
 
 
 def test_only_built_indexes_are_checked_and_none_is_created(topic_kb):
@@ -205,3 +208,96 @@ def test_only_built_indexes_are_checked_and_none_is_created(topic_kb):
 
     assert stale_indexes(topic_kb) == []
     assert [name for name, _n in list_collections(topic_kb.store.client)] == ["topics"]
+
+
+class ChildrenOf:
+    """A children retriever: ``children`` best first; records each k asked for."""
+
+    def __init__(self, children):
+        self.children, self.asked = children, []
+
+    def retrieve(self, query, k=5, filters=None):
+        self.asked.append(k)
+        return self.children[:k]
+
+
+class Parents:
+    def get(self, ids):
+        return {i: (f"chunk {i}", {"source": i}) for i in ids}
+
+
+def child(cid, parent, score):
+    from programs.types import Passage
+
+    return Passage(id=cid, text=cid, score=score, metadata={"parent_id": parent, "representation": "sentences"})
+
+
+def test_parent_retriever_asks_for_more_children_until_k_parents_are_found():
+    """One parent's many matching children fill the first k * fanout; the request grows until k parents."""
+    from selfrag.kb.indexes import ParentDocumentRetriever
+
+    children = ChildrenOf([child(f"a{i}", "A", 1 - i / 100) for i in range(30)]
+                          + [child(f"{p}0", p, 0.5) for p in "BCDEF"])
+    got = ParentDocumentRetriever(children, Parents(), fanout=2).retrieve("q", k=5)
+    assert [p.id for p in got] == ["A", "B", "C", "D", "E"] and got[0].score == 1
+    assert children.asked == [10, 20, 40]
+
+
+def test_parent_retriever_stops_when_the_children_run_out_or_at_its_cap():
+    from selfrag.kb.indexes import ParentDocumentRetriever
+
+    few = ChildrenOf([child(f"a{i}", "A", 1 - i / 100) for i in range(12)] + [child("b0", "B", 0.1)])
+    assert [p.id for p in ParentDocumentRetriever(few, Parents(), fanout=2).retrieve("q", k=5)] == ["A", "B"]
+    assert few.asked == [10, 20]  # 13 came back for 20: there are no more
+    endless = ChildrenOf([child(f"a{i}", "A", 1.0) for i in range(10_000)])
+    got = ParentDocumentRetriever(endless, Parents(), fanout=2, max_children=100).retrieve("q", k=5)
+    assert [p.id for p in got] == ["A"] and endless.asked == [10, 20, 40, 80, 100]
+
+
+def leaf_sources(tree, cid):
+    """The sources of the chunks under RAPTOR node ``cid`` (read from the tree's children, not its metadata)."""
+    text, meta = tree[cid]
+    if not meta.get("raptor_level"):
+        return {meta["source"]}
+    return set().union(*(leaf_sources(tree, child) for child in json.loads(meta["children"])))
+
+
+@pytest.mark.parametrize("mode", ["dense", "bm25", "hybrid"])
+def test_a_raptor_summary_passes_a_filter_only_when_every_chunk_under_it_does(topic_kb, mode):
+    """$ne on a source never returns a summary over one of its chunks (Chroma's where and the BM25
+    post-filter alike); a positive filter returns the summaries whose chunks all match, and no other."""
+    build_index(topic_kb, "raptor", summarise=FakeSummariser(), progress=False)
+    tree, retriever = nodes(topic_kb), index_retriever(topic_kb, "raptor", mode)
+    excluded = retriever.retrieve("Summary of Moon facts", k=16, filters={"source": {"$ne": "doc:moon0"}})
+    assert excluded and all("doc:moon0" not in leaf_sources(tree, p.id) for p in excluded)
+    assert not any("Moon" in p.text for p in excluded if p.metadata["raptor_level"] > 0)  # the moon summary, the root
+    moon = [f"doc:moon{i}" for i in range(4)]
+    kept = retriever.retrieve("Summary of Moon facts", k=16, filters={"source": {"$in": moon}})
+    summaries = [p for p in kept if p.metadata["raptor_level"] > 0]
+    assert all(leaf_sources(tree, p.id) <= set(moon) for p in kept)
+    assert [(p.metadata["raptor_level"], p.metadata["title"]) for p in summaries] == [(1, "moon")]  # shared title
+    assert "_raptor_members" not in summaries[0].metadata  # internal: not shown with the passage
+
+
+def test_a_summary_built_before_members_were_recorded_or_with_too_many_values_fails_every_filter():
+    from selfrag.kb.indexes.raptor import summary_passes
+
+    members = {"_raptor_members": json.dumps({"source": ["a", "b"], "page": None}), "raptor_level": 1}
+    assert summary_passes({"source": {"$nin": ["c"]}}, members)
+    assert not summary_passes({"source": {"$ne": "b"}}, members) and not summary_passes({"source": "a"}, members)
+    assert summary_passes({"$or": [{"source": {"$in": ["a", "b"]}}, {"page": 3}]}, members)
+    assert not summary_passes({"page": {"$ne": 3}}, members)  # too many pages to record
+    assert summary_passes({"year": {"$ne": 2020}}, members) and not summary_passes({"year": 2020}, members)
+    assert summary_passes({"raptor_level": 1}, members)  # the summary's own key
+    assert not summary_passes({"source": {"$ne": "c"}}, {"raptor_level": 1})  # an old summary
+
+
+def test_raptor_retriever_asks_for_more_while_failing_summaries_leave_fewer_than_k():
+    from programs.types import Passage
+    from selfrag.kb.indexes import RaptorRetriever
+
+    summary = {"raptor_level": 1, "_raptor_members": json.dumps({"source": ["x"]})}
+    tree = ChildrenOf([Passage(id=f"s{i}", text="s", metadata=summary) for i in range(40)]
+                      + [Passage(id="leaf", text="l", metadata={"raptor_level": 0, "source": "y"})])
+    got = RaptorRetriever(tree, size=lambda: 41).retrieve("q", k=2, filters={"source": {"$ne": "x"}})
+    assert [p.id for p in got] == ["leaf"] and tree.asked == [2, 4, 8, 16, 32, 41]

@@ -3,7 +3,8 @@
 - ``multi-representation`` (``.children``): sentences, an LM summary and hypothetical questions per
   chunk, pointing to the chunk; retrieved by :class:`ParentDocumentRetriever` (children → parents);
 - ``raptor`` (``.raptor``): the chunks plus a tree of LM summaries of clustered chunks; retrieved
-  as a collapsed tree by that collection's own hybrid retriever.
+  as a collapsed tree by that collection's own hybrid retriever (:class:`RaptorRetriever`: a filter
+  lets a summary through only when every chunk under it passes).
 
 Both builds are idempotent and cache their LM output by content (see each module).
 ``selfrag ingest --index KIND`` builds one (through ``selfrag.wiring.build_indexes``, which supplies
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from selfrag.kb.indexes.common import IndexReport, sibling
 from selfrag.kb.indexes.multi_representation import (LM_REPRESENTATIONS, REPRESENTATIONS, ParentDocumentRetriever,
                                                      build_multi_representation)
-from selfrag.kb.indexes.raptor import build_raptor, cluster_embeddings
+from selfrag.kb.indexes.raptor import RaptorRetriever, build_raptor, cluster_embeddings
 from selfrag.kb.store import set_metadata
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,7 +35,7 @@ INDEX_SUFFIXES = {"multi-representation": "children", "raptor": "raptor"}  # kin
 BUILT_FROM = "built_from"  # an index collection's metadata: its parent collection's version when it was built
 
 __all__ = ["INDEX_KINDS", "INDEX_SUFFIXES", "REPRESENTATIONS", "IndexReport", "ParentDocumentRetriever",
-           "build_index", "build_multi_representation", "build_raptor", "cluster_embeddings",
+           "RaptorRetriever", "build_index", "build_multi_representation", "build_raptor", "cluster_embeddings",
            "delete_indexes", "index_fingerprint", "index_retriever", "needs_lm", "present_indexes", "stale_index",
            "stale_indexes"]
 
@@ -126,5 +127,5 @@ def index_retriever(kb: "KnowledgeBase", kind: str, mode: str | None = None) -> 
     if why := stale_index(kb, kind):
         log.warning(why)
     if kind == "raptor":
-        return index.retriever(mode)
+        return RaptorRetriever(index.retriever(mode), index.store.count)
     return ParentDocumentRetriever(index.retriever(mode), kb.store)

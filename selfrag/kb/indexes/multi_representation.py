@@ -116,35 +116,50 @@ def _children(rep: str, text: str, summarise: Summariser | None, questions: Ques
 class ParentDocumentRetriever:
     """Retrieve over the children, return their parents (deduplicated, in order of their best child).
 
-    ``fanout``: children fetched per parent wanted (``k * fanout`` children are searched). A parent
-    gets the score of its best child and ``metadata["matched"]`` = that child's representation.
-    ``dense_query`` (HyDE) goes to the children's retriever when it takes one.
+    ``fanout``: children fetched per parent wanted (``k * fanout`` children are searched first). When
+    they name fewer than ``k`` parents — one parent's many children can fill the list — the request is
+    doubled until ``k`` parents are found, the children run out (fewer came back than were asked for) or
+    ``max_children`` were asked for. A parent gets the score of its best child and
+    ``metadata["matched"]`` = that child's representation. ``dense_query`` (HyDE) goes to the children's
+    retriever when it takes one.
     """
 
-    def __init__(self, children: Retriever, parents: ChromaStore, fanout: int = 4):
+    def __init__(self, children: Retriever, parents: ChromaStore, fanout: int = 4, max_children: int = 1024):
         if fanout < 1:
             raise ValueError(f"fanout must be >= 1, got {fanout!r}")
+        if max_children < 1:
+            raise ValueError(f"max_children must be >= 1, got {max_children!r}")
         self.children = children
         self.parents = parents
         self.fanout = fanout
+        self.max_children = max_children
 
     def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None, *,
                  dense_query: str | None = None) -> list[Passage]:
         if not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
+        ask = min(k * self.fanout, self.max_children)
+        while True:
+            children = call_retriever(self.children, query, ask, filters, dense_query=dense_query)
+            out = self._parents(children, k)
+            if len(out) >= k or len(children) < ask or ask >= self.max_children:
+                return out
+            ask = min(ask * 2, self.max_children)
+
+    def _parents(self, children: list[Passage], k: int) -> list[Passage]:
+        """The first ``k`` stored parents of ``children``, each with its best child's score."""
         best: dict[str, Passage] = {}
-        for child in call_retriever(self.children, query, k * self.fanout, filters, dense_query=dense_query):
+        for child in children:
             pid = str(child.metadata.get("parent_id") or "")
             if pid and pid not in best:
                 best[pid] = child
-        order = list(best)
-        found = self.parents.get(order)
+        found = self.parents.get(list(best))
         out = []
-        for pid in order:
+        for pid, child in best.items():
             if pid in found:
                 text, meta = found[pid]
-                meta["matched"] = str(best[pid].metadata.get("representation", ""))
-                out.append(Passage(id=pid, text=text, score=best[pid].score, metadata=meta))
+                meta["matched"] = str(child.metadata.get("representation", ""))
+                out.append(Passage(id=pid, text=text, score=child.score, metadata=meta))
             if len(out) == k:
                 break
         return out

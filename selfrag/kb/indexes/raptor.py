@@ -9,8 +9,22 @@ merges anything, or ``max_levels`` levels of summaries exist.
 
 All levels live in one sibling collection ``<collection>.raptor`` (the chunks copied with their
 embeddings, the summaries embedded by the collection's embedder): its ordinary hybrid retriever is
-the collapsed-tree retrieval. A summary's id hashes its members' ids, which are content-derived, so a
-re-build reuses every unchanged cluster's summary (no LM call) and deletes nodes no longer in the tree.
+the collapsed-tree retrieval (:class:`RaptorRetriever`). A summary's id hashes its members' ids, which are
+content-derived, so a re-build reuses every unchanged cluster's summary (no LM call) and deletes nodes no
+longer in the tree.
+
+Filters: a summary carries the metadata all the chunks under it agree on (``title``, ``language``, any key
+with one value among them) — except ``source``, which stays ``raptor:<collection>`` (its text is no
+document's) — and, in ``_raptor_members`` (a JSON string: Chroma metadata holds no lists), each key's
+values among those chunks. :class:`RaptorRetriever` lets a summary through a filter only when every chunk
+under it would pass: ``{"source": {"$ne": "a.md"}}`` drops every summary over a chunk of ``a.md``,
+``{"source": "a.md"}`` keeps the summaries of ``a.md``'s chunks alone (in the dense and the BM25 search
+alike). A condition is tested on each of its key's values among the chunks (a chunk without the key as
+Chroma treats one; a key no chunk has, such as ``raptor_level``, on the summary's own value); ``$and``
+holds when each part does, ``$or`` when one of its parts holds for every chunk (a summary whose chunks
+pass different parts is left out: none is let through wrongly). A key with more than
+``MAX_MEMBER_VALUES`` values among the chunks, or a summary built before they were recorded (rebuild the
+index), fails every condition on it.
 """
 
 from __future__ import annotations
@@ -24,6 +38,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from programs.filter_grammar import INTERNAL_KEYS
+from programs.retriever_calls import call_retriever, query_warning, retriever_embedder
+from programs.types import Passage, Retriever
+from selfrag.kb.filters import matches
 from selfrag.kb.indexes.common import IndexReport, iter_with_embeddings, node_id, remove_stale, sibling
 from selfrag.kb.ingest import _progress
 from selfrag.kb.store import clean_metadata
@@ -36,6 +54,10 @@ log = logging.getLogger(__name__)
 SUFFIX = "raptor"
 Summariser = Callable[[list[str]], str]
 MAX_SUMMARY_CHARS = 2000
+LEVEL = "raptor_level"
+MEMBERS = "_raptor_members"  # a summary's chunks' metadata: JSON {key: [distinct values, null: a chunk lacks it]}
+MAX_MEMBER_VALUES = 64  # more values of a key are not recorded (null): every condition on it fails the summary
+Values = dict[str, set]  # key -> the values of the chunks under a node (None: a chunk without the key)
 
 
 def cluster_embeddings(vectors: np.ndarray, max_clusters: int = 8, max_cluster_size: int = 8,
@@ -127,11 +149,12 @@ def build_raptor(kb: "KnowledgeBase", summarise: Summariser, *, max_levels: int 
     keep = {row[0] for row in leaves}
     report.levels.append(len(leaves))
 
-    nodes = [(cid, text, vec) for cid, text, _meta, vec in leaves]
+    nodes = [(cid, text, vec, _leaf_values(meta)) for cid, text, meta, vec in leaves]
+    restamp: dict[str, dict] = {}  # reused summaries whose chunks' metadata changed
     for level in range(1, max_levels + 1):
         if len(nodes) < 2:
             break
-        groups = cluster_embeddings(np.stack([v for _, _, v in nodes]), max_clusters, max_cluster_size,
+        groups = cluster_embeddings(np.stack([n[2] for n in nodes]), max_clusters, max_cluster_size,
                                     reduce_dims, seed)
         if all(len(g) == 1 for g in groups):
             break
@@ -149,9 +172,13 @@ def build_raptor(kb: "KnowledgeBase", summarise: Summariser, *, max_levels: int 
                     continue
                 sid = ids[tuple(g)]
                 members = sorted((nodes[i] for i in g), key=lambda n: n[0])
+                values = _merge([m[3] for m in members])
+                meta = summary_metadata(kb.name, level, [m[0] for m in members], values)
                 if sid in cached:
                     report.nodes_unchanged += 1
-                    next_nodes.append((sid, cached[sid][0], cached_vecs[sid]))
+                    if cached[sid][1] != clean_metadata(meta):
+                        restamp[sid] = meta
+                    next_nodes.append((sid, cached[sid][0], cached_vecs[sid], values))
                 else:
                     summary = _summarise(summarise, [m[1] for m in members], report)
                     if bar is not None:
@@ -160,11 +187,9 @@ def build_raptor(kb: "KnowledgeBase", summarise: Summariser, *, max_levels: int 
                         next_nodes.extend(members)
                         continue
                     vec = target.embedder.embed([summary])[0]
-                    target.store.add([sid], [summary], vec[None, :], [{
-                        "source": f"raptor:{kb.name}", "title": f"summary, level {level}", "raptor_level": level,
-                        "kind": "summary", "children": json.dumps([m[0] for m in members])}])
+                    target.store.add([sid], [summary], vec[None, :], [meta])
                     report.nodes_added += 1
-                    next_nodes.append((sid, summary, vec))
+                    next_nodes.append((sid, summary, vec, values))
                 keep.add(sid)
         finally:
             if bar is not None:
@@ -173,6 +198,7 @@ def build_raptor(kb: "KnowledgeBase", summarise: Summariser, *, max_levels: int 
         if len(next_nodes) == len(nodes):
             break
         nodes = next_nodes
+    target.store.replace_metadata(list(restamp), list(restamp.values()))
     report.nodes_removed = remove_stale(target.store, keep)
     report.nodes_total = len(keep)
     report.seconds = time.perf_counter() - t0
@@ -199,3 +225,85 @@ def _embeddings(target: "KnowledgeBase", ids: list[str]) -> dict[str, np.ndarray
         return {}
     got = target.store.collection.get(ids=ids, include=["embeddings"])
     return {i: np.asarray(e, dtype=np.float32) for i, e in zip(got["ids"], got["embeddings"])}
+
+
+def _leaf_values(meta: dict) -> Values:
+    return {key: {value} for key, value in meta.items() if key not in INTERNAL_KEYS}
+
+
+def _merge(members: list[Values]) -> Values:
+    """The values of each key over the chunks under ``members`` (None for a chunk without it)."""
+    keys = set().union(*members)
+    return {key: set().union(*(m.get(key, {None}) for m in members)) for key in keys}
+
+
+def summary_metadata(kb_name: str, level: int, children: list[str], values: Values) -> dict:
+    """A summary node's metadata: what its chunks agree on, its own source and level, its children's
+    ids and its chunks' values per key (:data:`MEMBERS`)."""
+    shared = {key: next(iter(vs)) for key, vs in values.items() if len(vs) == 1 and None not in vs}
+    listed = {key: sorted(vs, key=lambda v: (type(v).__name__, str(v))) if len(vs) <= MAX_MEMBER_VALUES else None
+              for key, vs in values.items()}
+    return {"title": f"summary, level {level}", **shared, "source": f"raptor:{kb_name}", LEVEL: level,
+            "kind": "summary", "children": json.dumps(children), MEMBERS: json.dumps(listed, sort_keys=True)}
+
+
+def summary_passes(where: dict, metadata: dict) -> bool:
+    """Whether every chunk under the summary with ``metadata`` passes the Chroma ``where`` (the module doc)."""
+    try:
+        members = json.loads(metadata[MEMBERS])
+    except (KeyError, TypeError, ValueError):
+        return False  # built before members were recorded
+    return _all_pass(where, members, metadata)
+
+
+def _all_pass(where: dict, members: dict, own: dict) -> bool:
+    for key, cond in where.items():
+        if key == "$and":
+            ok = all(_all_pass(sub, members, own) for sub in cond)
+        elif key == "$or":
+            ok = any(_all_pass(sub, members, own) for sub in cond)
+        else:  # a key no chunk carries (raptor_level, kind): the summary's own value
+            values = members[key] if key in members else [own.get(key)]
+            ok = values is not None and all(matches({key: cond}, {} if v is None else {key: v}) for v in values)
+        if not ok:
+            return False
+    return True
+
+
+class RaptorRetriever:
+    """The collapsed tree: ``tree`` (the ``.raptor`` collection's own retriever) with a filter applied to a
+    summary as to every chunk under it (:func:`summary_passes`). With a filter, ``tree`` is asked for the
+    chunks that pass it and every summary, and more (doubling up to ``size()``, the node count) while the
+    summaries that fail leave fewer than ``k``. Passages come back without :data:`MEMBERS`."""
+
+    def __init__(self, tree: Retriever, size: Callable[[], int]):
+        self.tree = tree
+        self.size = size
+
+    @property
+    def embedder_name(self) -> str | None:
+        return retriever_embedder(self.tree)
+
+    def query_warning(self, query: str) -> str | None:
+        return query_warning(self.tree, query)
+
+    def retrieve(self, query: str, k: int = 5, filters: dict | None = None, *,
+                 dense_query: str | None = None) -> list[Passage]:
+        if not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive int, got {k!r}")
+        if not filters:
+            return [_shown(p) for p in call_retriever(self.tree, query, k, dense_query=dense_query)]
+        where = {"$or": [filters, {LEVEL: {"$gt": 0}}]}
+        ask = k
+        while True:
+            got = call_retriever(self.tree, query, ask, where, dense_query=dense_query)
+            kept = [p for p in got if not p.metadata.get(LEVEL) or summary_passes(filters, p.metadata)]
+            if len(kept) >= k or len(got) < ask or ask >= (size := self.size()):
+                return [_shown(p) for p in kept[:k]]
+            ask = min(ask * 2, size)
+
+
+def _shown(passage: Passage) -> Passage:
+    if MEMBERS not in passage.metadata:
+        return passage
+    return passage.model_copy(update={"metadata": {k: v for k, v in passage.metadata.items() if k != MEMBERS}})
