@@ -242,11 +242,19 @@ def other_collections_read(settings: Settings, kb: KnowledgeBase) -> list[list[s
     from selfrag.kb.collection_info import list_described
     from selfrag.kb.store import collection_version
 
+    from selfrag.kb.indexes import INDEX_SUFFIXES
+
     client = kb.store.client
     out: list[list[str]] = []
     if settings.program.route_collections:
-        out += [[c.name, c.description, "" if c.name == kb.name else collection_version(client, c.name)]
-                for c in list_described(client) if c.description or c.name == kb.name]
+        index = settings.retrieval.index
+        for c in list_described(client):
+            if not (c.description or c.name == kb.name):
+                continue
+            version = "" if c.name == kb.name else collection_version(client, c.name)
+            if index != "none" and c.name != kb.name:  # searched through its index: a rebuilt index changes answers
+                version += "/" + collection_version(client, f"{c.name}.{INDEX_SUFFIXES[index]}")
+            out.append([c.name, c.description, version])
     if settings.web.backend == "offline":
         name = settings.web.offline_collection
         out.append([name, "", collection_version(client, name)])

@@ -331,3 +331,10 @@ def test_the_answer_cache_key_follows_every_collection_and_web_setting_the_answe
     assert len(keys) == 4
     names = [name for name, _n in list_collections(main.store.client)]
     assert names == ["hr-c", "main-c", "notes-c", "web"]  # reading the key created no collection ("web2")
+
+    indexed = resolve({**base, "program": {"strategy": "iterative", "route_collections": True},
+                       "retrieval": {"index": "raptor"}})
+    before = key(indexed)
+    tree = build_knowledge_base(indexed, collection="hr-c.raptor", embedder=HashEmbedder(64))
+    tree.add_documents([("A summary of the HR handbook.", {"source": "raptor:hr-c"})])
+    assert key(indexed) != before  # a routed collection's index (re)built: its answers may change
