@@ -27,10 +27,15 @@ whether another form of the check separates better:
   ``stated − prior``, the check's P(yes) less that prior (a contrastive check, one short call more).
 
 It prints per signal the ROC AUC, the best abstention on unanswerable questions at false abstention ≤
-the bound (threshold chosen on these questions: optimistic), and for each LM signal combined with the
-top similarity by a logistic regression, the same figures out of sample (5-fold cross-validated
-predictions). Plus LM calls and prompt tokens per variant. Each variant is one critic call per question
-(``each``: one per passage).
+the bound (threshold chosen on these questions: optimistic, in sample), and for each LM signal combined with
+the top similarity by a logistic regression, the same figures out of sample: the AUC of 5-fold
+cross-validated predictions, and the abstention and false abstention of the regression and its threshold
+both fitted on each fold's training part and applied to the fold left out (:func:`_cv_abstention`). Plus LM
+calls and prompt tokens per variant. Each variant is one critic call per question (``each``: one per passage).
+
+Rows pooled from several files (``--from-rows``) are scored on the signals every row holds (the others are
+named as left out); a row whose score for a signal is None (a failed call) is left out of that signal's
+figures (and of the combinations using it).
 
 With ``--from-rows`` (repeatable: rows pooled) and ``--calibration`` (compile manifests whose stage ``--stage``
 recorded rows on the same questions: ``selfrag compile --calibrate --cal-stated N``), each row is paired with its
@@ -115,6 +120,32 @@ def _cv_combined(cols: list[list[float]], labels: list[bool]) -> list[float]:
                             random_state=0)
     model = make_pipeline(StandardScaler(), LogisticRegression())
     return list(cross_val_predict(model, x, labels, cv=folds, method="predict_proba")[:, 1])
+
+
+def _cv_abstention(cols: list[list[float]], labels: list[bool], bound: float, shuffles: int = 5
+                   ) -> tuple[float, float]:
+    """(abstention on unanswerable, false abstention) out of sample of the combination of :func:`_cv_combined`
+    thresholded for the most abstention at false abstention ≤ ``bound``: per fold, the regression and the
+    threshold (on its own predictions) fitted on the training part, applied to the fold left out; 5 folds,
+    averaged over ``shuffles`` shuffles."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x, y = np.array(cols, dtype=float).T, np.array(labels, dtype=bool)
+    folds = max(2, min(5, int(y.sum()), int((~y).sum())))
+    abstain = false = 0.0
+    for seed in range(shuffles):
+        for train, test in StratifiedKFold(folds, shuffle=True, random_state=seed).split(x, y):
+            model = make_pipeline(StandardScaler(), LogisticRegression()).fit(x[train], y[train])
+            fitted = model.predict_proba(x[train])[:, 1]
+            _, t = best_abstention(list(fitted[y[train]]), list(fitted[~y[train]]), bound)
+            held = model.predict_proba(x[test])[:, 1]
+            abstain += float((held[~y[test]] < t).sum())
+            false += float((held[y[test]] < t).sum())
+    return abstain / (shuffles * int((~y).sum())), false / (shuffles * int(y.sum()))
 
 
 def make_demos(program, examples, per_label: int, window: int = 300) -> list[dspy.Example]:
@@ -268,33 +299,75 @@ def per_passage_scores(program, tracer, predictor, question: str, passages: list
     return scores
 
 
-def signal_table(rows: list[dict], bound: float) -> list[tuple[str, float, float]]:
-    """(signal, ROC AUC, best abstention at false abstention ≤ ``bound``) per signal the rows hold and per
-    LM signal combined with the top similarity (cross-validated logistic regression). A missing score
-    counts as 0."""
-    labels = [bool(r["answerable"]) for r in rows]
-    sim = [r["top_similarity"] or 0.0 for r in rows]
-    lm = {name: [r[name] or 0.0 for r in rows] for name in LM_SIGNALS if name in rows[0]}
-    found = [float(bool(r["quote_found"])) for r in rows] if "quote" in lm else None
-    if found is not None:
-        lm["quote × found"] = [q * (1.0 if f else 0.5) for q, f in zip(lm["quote"], found)]
-    signals = {"top similarity": sim, **lm, **({"quote found": found} if found is not None else {})}
-    for name, scores in lm.items():
-        quote = name == "quote"
-        cols = [scores, sim] + ([found] if quote else [])
-        signals[f"{name} + similarity" + (" + found" if quote else "") + " (cv)"] = _cv_combined(cols, labels)
+def shared_signals(rows: list[dict], names: tuple[str, ...] = LM_SIGNALS) -> tuple[list[str], list[str]]:
+    """(the signals of ``names`` every row holds, those only some rows hold): rows pooled from runs of other
+    variants are scored on what they share."""
+    held = [n for n in names if any(n in r for r in rows)]
+    return [n for n in held if all(n in r for r in rows)], [n for n in held if not all(n in r for r in rows)]
+
+
+def _columns(rows: list[dict], fields: list[str]) -> tuple[list[list[float]], list[bool]]:
+    """The ``fields`` of the rows holding a value for every one of them (a None score left out), as
+    columns, and those rows' labels."""
+    kept = [r for r in rows if all(r.get(f) is not None for f in fields)]
+    return [[float(r[f]) for r in kept] for f in fields], [bool(r["answerable"]) for r in kept]
+
+
+def _both_classes(labels: list[bool]) -> bool:
+    return sum(labels) >= 2 and len(labels) - sum(labels) >= 2
+
+
+def _with_quote_found(row: dict) -> dict:
+    """``row`` with ``quote found`` (1 or 0) and ``quote × found`` (the quote's P(yes), halved when its quote
+    is not in the passages) when it holds a ``quote`` score."""
+    if row.get("quote") is None:
+        return row
+    found = bool(row.get("quote_found"))
+    return {**row, "quote found": float(found), "quote × found": row["quote"] * (1.0 if found else 0.5)}
+
+
+def signal_table(rows: list[dict], bound: float) -> list[tuple[str, float, float, float]]:
+    """(signal, ROC AUC, abstention, false abstention at that threshold) per signal every row holds
+    (:func:`shared_signals`) and per LM signal combined with the top similarity: alone, the best abstention at
+    false abstention ≤ ``bound`` with the threshold picked on these rows (in sample); combined ("(cv)"), the
+    AUC of cross-validated predictions and the abstention of :func:`_cv_abstention` (out of sample). Each on
+    the rows with none of its scores None; a signal left with fewer than 2 of a class is left out."""
+    rows = [_with_quote_found(r) for r in rows]
+    lm, _ = shared_signals(rows)
+    quote = "quote" in lm
+    alone = [["top_similarity"], *([n] for n in lm), *([["quote × found"], ["quote found"]] if quote else [])]
+    combined = [[n, "top_similarity"] + (["quote found"] if n == "quote" else [])
+                for n in [*lm, *(["quote × found"] if quote else [])]]
     if len(lm) > 1:
-        names = [n for n in LM_SIGNALS if n in lm]
-        signals[f"{' + '.join(names)} + similarity (cv)"] = _cv_combined([lm[n] for n in names] + [sim], labels)
-    return [(name, _auc(scores, labels), _abstention(scores, labels, bound)) for name, scores in signals.items()]
+        combined.append([*lm, "top_similarity"])
+    out = []
+    for fields in alone:
+        (scores,), labels = _columns(rows, fields)
+        if _both_classes(labels):
+            name = "top similarity" if fields == ["top_similarity"] else fields[0]
+            abstain, t = best_abstention([s for s, y in zip(scores, labels) if y],
+                                         [s for s, y in zip(scores, labels) if not y], bound)
+            false = sum(s < t for s, y in zip(scores, labels) if y) / sum(labels)
+            out.append((name, _auc(scores, labels), abstain, false))
+    for fields in combined:
+        cols, labels = _columns(rows, fields)
+        if _both_classes(labels):
+            name = " + ".join("similarity" if f == "top_similarity" else f.replace("quote found", "found")
+                              for f in fields) + " (cv)"
+            out.append((name, _auc(_cv_combined(cols, labels), labels), *_cv_abstention(cols, labels, bound)))
+    return out
 
 
 def report(rows: list[dict], cost: dict[str, list[int]], bound: float) -> None:
     labels = [r["answerable"] for r in rows]
-    print(f"\n{len(rows)} questions, {sum(labels)} answerable; abstention at false abstention ≤ {bound}\n")
-    print(f"{'signal':34} {'AUC':>6} {'abstain':>8}")
-    for name, auc, abstain in signal_table(rows, bound):
-        print(f"{name:34} {auc:6.3f} {abstain:8.2f}")
+    print(f"\n{len(rows)} questions, {sum(labels)} answerable; abstention at false abstention ≤ {bound} "
+          "(alone: threshold picked on these questions; (cv): out of sample)\n")
+    left_out = shared_signals(rows)[1]
+    if left_out:
+        print(f"left out (not in every row): {', '.join(left_out)}\n")
+    print(f"{'signal':34} {'AUC':>6} {'abstain':>8} {'false abst.':>12}")
+    for name, auc, abstain, false in signal_table(rows, bound):
+        print(f"{name:34} {auc:6.3f} {abstain:8.2f} {false:12.3f}")
     print(f"\n{'variant':10} {'calls':>6} {'prompt tok/q':>13}")
     for name, (calls, tokens) in cost.items():
         print(f"{name:10} {calls:6d} {tokens / max(1, len(rows)):13.0f}")
@@ -335,14 +408,15 @@ def pair_with_calibration(rows: list[dict], cal_rows: list[dict], tolerance: flo
 
 def rule_table(pairs: list[tuple[dict, dict]], bound: float, confidence: float,
                names: tuple[str, ...] = LM_SIGNALS) -> list[tuple[str, float, float]]:
-    """(signal, abstention, false abstention) per signal of ``names`` the rows hold, standing in for P(stated) in
-    the gate + weighted check calibrate fits, with the calibration rows' similarity: 5-fold, 5 shuffles."""
+    """(signal, abstention, false abstention) per signal of ``names`` every row holds
+    (:func:`shared_signals`), standing in for P(stated) in the gate + weighted check calibrate fits, with the
+    calibration rows' similarity: 5-fold, 5 shuffles; each on the rows whose score for it is not None."""
     from optimize.gate_check import cross_validate_gate_and_check
 
     out = []
-    for name in (n for n in names if pairs and n in pairs[0][0]):
+    for name in shared_signals([row for row, _ in pairs], names)[0]:
         checked = [{"p_stated": row[name], "top_similarity": cal["top_similarity"], "answerable": bool(cal["answerable"])}
-                   for row, cal in pairs]
+                   for row, cal in pairs if row[name] is not None]
         cv = cross_validate_gate_and_check(checked, ("max_false_abstention", bound, confidence))
         if cv is not None:
             out.append((name, cv["abstention_unanswerable"], cv["false_abstention"]))
@@ -353,6 +427,9 @@ def report_rule(pairs: list[tuple[dict, dict]], bound: float, confidence: float,
                 names: tuple[str, ...] = LM_SIGNALS) -> None:
     print(f"\n{len(pairs)} questions paired with calibration rows; the calibrated rule (gate + weighted check), "
           f"5-fold, false abstention ≤ {bound} at {confidence:g}\n")
+    left_out = shared_signals([row for row, _ in pairs], names)[1]
+    if left_out:
+        print(f"left out (not in every row): {', '.join(left_out)}\n")
     print(f"{'signal as P(stated)':28} {'abstain':>8} {'false abst.':>12}")
     for name, abstain, false in rule_table(pairs, bound, confidence, names):
         print(f"{name:28} {abstain:8.2f} {false:12.3f}")

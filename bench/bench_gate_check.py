@@ -25,9 +25,15 @@ upper confidence bound at C held under the bound instead of the rate itself (``s
 The weighted rule is also cross-validated on the rows (fitted on four fifths, applied to the fifth left out,
 over five shuffles): the estimate for new questions that ``calibrate`` records as ``cross_validated``.
 
+The rows are read, and every rule is applied, as calibrate reads and applies them
+(:class:`optimize.gate_check.RecordedRows`, :func:`~optimize.gate_check.answers`): the check's value is
+:func:`~optimize.gate_check.row_value` (P(stated), or less its prior in rows recorded with ``check_prior``),
+a row whose check was not taken is answered unless the gate stops it, and a row without a similarity is
+never gated.
+
 With ``--run``, the fitted rules are replayed on the first-round signals of that eval run's compiled
-program (out of sample; a question whose first round the gate stopped has no P(stated): counted as 0).
-A question without P(stated) (nothing relevant, a failed check) counts as 0 everywhere. No LM.
+program (out of sample; a question whose first round the gate stopped has no P(stated): counted as 0 there).
+No LM.
 """
 
 from __future__ import annotations
@@ -38,16 +44,17 @@ from pathlib import Path
 
 from bench_answerability import SIGNALS  # the same first-round signals the answerability bench reads
 
-from optimize.gate_check import cross_validate_gate_and_check, fit_gate_and_check
-from programs.thresholds import stated_score
+from optimize.errors import CompileError
+from optimize.gate_check import (RecordedRows, answers, cross_validate_gate_and_check, fit_gate_and_check,
+                                 row_value)
 
-Rows = list[tuple[float, float, bool]]  # (P(stated), top similarity, answerable)
+Rows = list[dict]  # gate_check's rows: p_stated, top_similarity, answerable (and p_prior with check_prior)
 
 
 def _point(rows: Rows, s: float, t: float, w: float = 0.0) -> tuple[float, float]:
     """(abstention on unanswerable, false abstention) of "abstain when similarity < s or the check's score
-    (1 − w)·P(stated) + w·similarity < t"."""
-    abstain = [(sim < s or stated_score(p, sim, w) < t, a) for p, sim, a in rows]
+    (1 − w)·value + w·similarity < t" (:func:`optimize.gate_check.answers`)."""
+    abstain = [(not answers(r, s, w, t), bool(r["answerable"])) for r in rows]
     pos = sum(a for _, a in abstain) or 1
     neg = (len(abstain) - sum(a for _, a in abstain)) or 1
     return sum(d for d, a in abstain if not a) / neg, sum(d for d, a in abstain if a) / pos
@@ -66,34 +73,38 @@ def fit_rules(rows: Rows, gate: float, bound: float, confidences: tuple[float, .
     """(s, t, w) of each rule, fitted on ``rows`` for the most abstention at false abstention ≤ ``bound``
     (the weighted rule: for the most accuracy at that bound, as ``calibrate`` fits it; once more per
     confidence with the bound on the rate's upper confidence bound)."""
-    ss = [0.0, *sorted({sim for _, sim, _ in rows})]
-    ts = [0.0, *sorted({p for p, _, _ in rows})]
+    ss = [0.0, *sorted({r["top_similarity"] for r in rows if r["top_similarity"] is not None})]
+    ts = [0.0, *sorted({v for v in map(row_value, rows) if v is not None})]
     rules = {"check alone": _best(rows, [(0.0, t) for t in ts], bound),
              "gate alone": _best(rows, [(s, 0.0) for s in ss], bound),
              "gate, then check": _best(rows, [(gate, t) for t in ts], bound),
              "joint": _best(rows, [(s, t) for s in ss for t in ts], bound)}
     out = {name: (s, t, 0.0) for name, (s, t) in rules.items()}
-    checked = [{"p_stated": p, "top_similarity": sim, "answerable": a} for p, sim, a in rows]
     for confidence in (None, *confidences):
         objective = ("max_false_abstention", bound) if confidence is None else ("max_false_abstention", bound,
                                                                                  confidence)
-        fit = fit_gate_and_check(checked, objective)
+        fit = fit_gate_and_check(rows, objective)
         if fit is not None:
             name = "weighted (calibrate)" if confidence is None else f"weighted, upper bound at {confidence:g}"
             out[name] = (fit["similarity"], fit["stated"], fit["stated_similarity_weight"])
     return out
 
 
+def _check_prior(manifest: dict, stage: str) -> bool:
+    """Whether ``stage`` (else the main ``stated`` stage, which may hold its rows) recorded the check's
+    prior."""
+    stages = manifest["calibration"]["stages"]
+    return bool((stages.get(stage) or stages.get("stated") or {}).get("check_prior", False))
+
+
 def manifest_rows(paths: list[Path], stage: str = "stated") -> tuple[Rows, float]:
-    """The rows the manifests' ``stage`` recorded, pooled, and the first manifest's compiled gate."""
-    rows = []
-    for path in paths:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-        recorded = (manifest["calibration"]["stages"].get(stage) or {}).get("rows")
-        if not recorded:
-            raise SystemExit(f"{path}: its {stage} calibration stage recorded no rows (recalibrate with --cal-stated N)")
-        rows += [(r["p_stated"] or 0.0, r["top_similarity"] or 0.0, bool(r["answerable"])) for r in recorded]
-    head = json.loads(paths[0].read_text(encoding="utf-8"))
+    """The rows the manifests' ``stage`` recorded, pooled and checked as calibrate pools them
+    (:class:`optimize.gate_check.RecordedRows`), and the first manifest's compiled gate."""
+    try:
+        head = json.loads(paths[0].read_text(encoding="utf-8"))
+        rows = RecordedRows(paths)(stage, "", _check_prior(head, stage))
+    except (OSError, ValueError, CompileError) as exc:  # CompileError names the file
+        raise SystemExit(f"{exc} (rows are recorded by selfrag compile --calibrate --cal-stated N)") from None
     first = head["calibration"].get("thresholds") or head.get("thresholds") or {}
     key = stage.partition("@")[2]
     gate = (first.get("by_embedder", {}).get(key) or {}).get("similarity", 0.0) if key else first.get("similarity", 0.0)
@@ -106,7 +117,8 @@ def run_rows(reports: Path, run_id: str) -> Rows:
         row = json.loads(line)
         if row.get("program", "").startswith("compiled:"):
             p, sim = SIGNALS["answer check P(stated)"](row), SIGNALS["top dense similarity"](row)
-            rows.append((p or 0.0, sim or 0.0, bool(row.get("answerable"))))
+            rows.append({"p_stated": p or 0.0, "top_similarity": sim,
+                         "answerable": bool(row.get("answerable"))})
     return rows
 
 
@@ -134,7 +146,6 @@ def main() -> None:
         dv = _point(dev, s, t, w) if dev else None
         print(f"| {name} | {s:.3f} | {t:.3f} | {w:.3f} | {tr[0]:.2f} | {tr[1]:.2f} | "
               + (f"{dv[0]:.2f} | {dv[1]:.2f} |" if dv else "— | — |"))
-    checked = [{"p_stated": p, "top_similarity": sim, "answerable": a} for p, sim, a in train]
     print("\nThe weighted rule fitted on k − 1 folds of the calibration rows, applied to the fold left out (5 folds, "
           "5 shuffles; calibrate's `cross_validated`):")
     print("| objective | abstention | false abst. | abstention range | false abst. range |")
@@ -142,7 +153,7 @@ def main() -> None:
     for confidence in (None, *args.confidence):
         objective = (("max_false_abstention", args.max_false_abstention) if confidence is None
                      else ("max_false_abstention", args.max_false_abstention, confidence))
-        cv = cross_validate_gate_and_check(checked, objective)
+        cv = cross_validate_gate_and_check(train, objective)
         if cv:
             print(f"| false abstention ≤ {args.max_false_abstention:g}"
                   + (f" (upper bound at {confidence:g})" if confidence else "")

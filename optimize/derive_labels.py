@@ -11,12 +11,15 @@ shifted by a hashed amount (so the same input always gives the same output).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
+from optimize.metrics import has_cjk, normalize_cjk, tokens
 from optimize.records import answer_overlap, contains_text
 from optimize.sources import normalize_question, stable_hash
 
 SPAN_OVERLAP = 0.8  # a passage "holds" a long free-text answer when it has this share of its content words
+# (of its characters for a CJK answer)
 CLAIM_MAX_OVERLAP = 0.3  # an extra claim shares at most this share of its words with the gold passage
 CLAIM_CHARS = (30, 300)
 
@@ -38,20 +41,43 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s and s.strip() and not _HEADING.match(s)]
 
 
-def holds_answer(passage: str, answer: str) -> tuple[bool, float]:
-    """Whether ``passage`` holds ``answer`` (the normalised answer appears in it, or it has
-    ``SPAN_OVERLAP`` of the answer's content words), and that share."""
-    overlap = answer_overlap(answer, passage)
+def character_overlap(answer: str, passage: str) -> float:
+    """Share of the answer's characters (CJK characters and Latin/digit runs, as the Chinese F1 of
+    :mod:`optimize.metrics` counts them, repeats included) found in passage."""
+    wanted = Counter(tokens(answer, cjk=True))
+    if not wanted:
+        return 0.0
+    return sum((wanted & Counter(tokens(passage, cjk=True))).values()) / sum(wanted.values())
+
+
+def answer_share(answer: str, passage: str) -> float:
+    """Share of ``answer`` found in ``passage``: its characters for a CJK answer (no spaces between
+    words), else its content words."""
+    return character_overlap(answer, passage) if has_cjk(answer) else answer_overlap(answer, passage)
+
+
+def states_answer(passage: str, answer: str) -> bool:
+    """Whether the normalised answer appears in ``passage``: as a substring for a CJK answer, else as
+    whole words."""
+    if has_cjk(answer):
+        span = normalize_cjk(answer)
+        return bool(span) and span in normalize_cjk(passage)
     span = normalize_question(answer)
-    held = bool(span) and f" {span} " in f" {normalize_question(passage)} "  # whole words only
-    return held or overlap >= SPAN_OVERLAP, round(overlap, 3)
+    return bool(span) and f" {span} " in f" {normalize_question(passage)} "
+
+
+def holds_answer(passage: str, answer: str) -> tuple[bool, float]:
+    """Whether ``passage`` holds ``answer`` (:func:`states_answer`, or it has ``SPAN_OVERLAP`` of the
+    answer, :func:`answer_share`), and that share."""
+    overlap = answer_share(answer, passage)
+    return states_answer(passage, answer) or overlap >= SPAN_OVERLAP, round(overlap, 3)
 
 
 def evidence_sentence(passage: str, answer: str, max_chars: int = 240) -> str:
     """The sentence of ``passage`` that shares the most content words with ``answer`` (first on ties)."""
     best, best_score = "", -1.0
     for s in sentences(passage):
-        score = answer_overlap(answer, s) if not contains_text(s, answer) else 2.0
+        score = answer_share(answer, s) if not contains_text(s, answer) else 2.0
         if score > best_score:
             best, best_score = s, score
     return best[:max_chars] + ("…" if len(best) > max_chars else "")

@@ -104,9 +104,16 @@ def numbered_passages(texts: Sequence[str]) -> str:
     return "\n\n".join(f"[{i}] {t}" for i, t in enumerate(texts, 1))
 
 
+def content_words(text: str) -> set[str]:
+    """The content words of ``text``: lower case, no stop words, longer than 2 letters, and every
+    word with a digit whatever its length (in "16 weeks" the 16 is what matters)."""
+    return {w for w in normalize_question(text).split()
+            if w not in _STOP and (len(w) > 2 or any(ch.isdigit() for ch in w))}
+
+
 def answer_overlap(answer: str, passage: str) -> float:
-    """Share of the answer's content words (lower case, no stop words, > 2 letters) found in passage."""
-    words = {w for w in normalize_question(answer).split() if len(w) > 2 and w not in _STOP}
+    """Share of the answer's content words (:func:`content_words`) found in passage."""
+    words = content_words(answer)
     if not words:
         return 0.0
     return len(words & set(normalize_question(passage).split())) / len(words)

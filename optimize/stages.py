@@ -61,7 +61,10 @@ class StageReport:
     seconds: float = 0.0
     cost: dict[str, int] = field(default_factory=dict)
     skipped: str | None = None
-    kept: str = "compiled"  # "uncompiled" when compiling lowered the dev score and was rolled back
+    # "compiled"; when compiling lowered the dev score and was rolled back, what was restored (and scored
+    # "before"): "uncompiled" (the stage started without demos) or "start" (with the demos it started
+    # from: ``--from``)
+    kept: str = "compiled"
 
 
 def _score_into(report: StageReport, when: str, module: Any, devset: list[dspy.Example], metric: Callable, *,
@@ -77,6 +80,12 @@ def _score_into(report: StageReport, when: str, module: Any, devset: list[dspy.E
     reporter.log(f"{report.name}: dev {when} = {result.score:.3f} ({result.n} examples, {result.seconds:.0f} s)")
 
 
+def start_name(state: dict[str, Any]) -> str:
+    """What a predictor's ``state`` was before its stage compiled it: ``"start"`` with demos (the state of
+    ``--from``), else ``"uncompiled"``."""
+    return "start" if state.get("demos") else "uncompiled"
+
+
 def compile_judgement(program: SelfRAG, judgement: str, *, loader: SplitLoader, optimizer: str = "bootstrap",
                       train: int | None = 50, dev: int | None = 40, budget: int | None = None, num_threads: int = 1,
                       critic_lm: dspy.BaseLM | None = None, adapter: dspy.Adapter | None = None,
@@ -85,8 +94,10 @@ def compile_judgement(program: SelfRAG, judgement: str, *, loader: SplitLoader, 
                       teacher_lm: dspy.BaseLM | None = None) -> tuple[StageReport, dict[str, Any]]:
     """Compile one judgement of ``program`` in place; returns its report and the optimizer parameters.
 
-    With ``keep_if_better`` (default) and a dev set, a compile that lowers the dev score is rolled back
-    (``report.kept == "uncompiled"``): the artifact never carries a judge made worse by compiling.
+    ``before`` scores the predictor as the stage found it (:func:`start_name`: uncompiled, or the state of
+    ``--from``). With ``keep_if_better`` (default) and a dev set, a compile that lowers the dev score is
+    rolled back to that state (``report.kept`` names it): the artifact never carries a judge made worse
+    by compiling, nor one that was not scored.
 
     The judge runs with ``critic_lm`` (default: the program's critic LM) and ``adapter`` (default: the
     program's), exactly as SelfRAG calls it; ``teacher_lm`` (if given) runs the bootstrapping teacher.
@@ -111,13 +122,14 @@ def compile_judgement(program: SelfRAG, judgement: str, *, loader: SplitLoader, 
     if adapter is not None:
         context["adapter"] = adapter
     with dspy.context(**context):
-        original_state = target.dump_state()
+        original_state = target.dump_state()  # what a rollback restores, so what "before" scores
+        if devset:
+            start_module = JudgementModule(spec.predictor, target.deepcopy())
+            _score_into(report, "before", start_module, devset, spec.metric, label=spec.label,
+                        num_threads=num_threads, reporter=reporter)
         student = JudgementModule(spec.predictor, target.deepcopy())
         student.predictor.reset()
         old_instructions = student.predictor.signature.instructions
-        if devset:
-            _score_into(report, "before", student, devset, spec.metric, label=spec.label, num_threads=num_threads,
-                        reporter=reporter)
         opt, params, compile_kwargs = make_optimizer(optimizer, counted(spec.metric, reporter), budget=budget,
                                                      num_threads=num_threads, reflection_lm=reflection_lm,
                                                      label=spec.label, seed=seed, teacher_lm=teacher_lm)
@@ -132,8 +144,8 @@ def compile_judgement(program: SelfRAG, judgement: str, *, loader: SplitLoader, 
                         num_threads=num_threads, reporter=reporter)
             if keep_if_better and report.before is not None and report.after < report.before:
                 target.load_state(original_state)  # never ship a judge that compiling made worse on dev
-                report.kept = "uncompiled"
-                reporter.log(f"{judgement}: compiling lowered dev accuracy; kept the uncompiled predictor")
+                report.kept = start_name(original_state)
+                reporter.log(f"{judgement}: compiling lowered dev accuracy; kept the {report.kept} predictor")
     report.demos = {spec.predictor: len(target.demos)}
     report.instructions_changed = {spec.predictor: target.signature.instructions != old_instructions}
     report.seconds = round(time.perf_counter() - start, 2)

@@ -33,13 +33,55 @@ def _rows(n: int = 20) -> list[dict]:
 
 
 def test_the_signal_table_scores_each_signal_and_the_combinations(bench):
-    table = {name: (auc, abstain) for name, auc, abstain in bench.signal_table(_rows(), 0.1)}
+    table = {name: (auc, abstain) for name, auc, abstain, _ in bench.signal_table(_rows(), 0.1)}
     assert table["stated"] == (1.0, 1.0)
     assert table["quote"] == (0.5, 0.0)  # a constant score: no threshold abstains without false abstention
     assert table["stated + similarity (cv)"][0] == 1.0  # the perfect signal survives the regression
     assert 0.4 < table["top similarity"][0] < 0.6
     assert {"point + similarity (cv)", "quote + similarity + found (cv)", "stated + quote + point + similarity (cv)",
             "quote × found", "quote found"} <= set(table)
+
+
+def test_a_none_score_is_left_out_of_its_signal_not_counted_as_0(bench):
+    rows = _rows()
+    rows[0] = {**rows[0], "stated": None}  # an answerable question whose check failed
+    table = {name: (auc, abstain, false) for name, auc, abstain, false in bench.signal_table(rows, 0.0)}
+    assert table["stated"] == (1.0, 1.0, 0.0)  # counted as 0 it would rank below every unanswerable one
+    assert table["stated + similarity (cv)"][0] == 1.0
+
+
+def test_rows_of_different_variants_are_pooled_on_the_signals_they_share(bench, tmp_path, monkeypatch,
+                                                                        capsys):
+    each = [{**r, "each": r["stated"]} for r in _rows()]
+    prior = [{**r, "prior": 0.5} for r in _rows()]
+    for name, rows in (("each.json", each), ("prior.json", prior)):
+        (tmp_path / name).write_text(json.dumps(rows))
+    monkeypatch.syspath_prepend(BENCH)
+    monkeypatch.setattr(sys, "argv", ["bench_check_variants.py", "--from-rows", str(tmp_path / "each.json"),
+                                      "--from-rows", str(tmp_path / "prior.json")])
+    bench.main()
+    out = capsys.readouterr().out
+    assert "40 questions, 20 answerable" in out and "left out (not in every row): each, prior" in out
+    table = out.split("signal ")[1].split("variant")[0]
+    assert "stated + similarity (cv)" in table and "each" not in table and "prior" not in table
+    cal = [{"p_stated": r["stated"], "top_similarity": r["top_similarity"], "answerable": r["answerable"]}
+           for r in each + prior]
+    rules = bench.rule_table(bench.pair_with_calibration(each + prior, cal), 0.1, 0.8)
+    assert [name for name, *_ in rules] == ["stated", "quote", "point"]  # not each, not prior
+
+
+def test_the_cv_abstention_picks_its_threshold_on_each_folds_training_part(bench):
+    """Out of sample: on noise, the held-out false abstention exceeds the bound an in-sample threshold
+    keeps."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    labels = [bool(i % 2) for i in range(80)]
+    noise, sim = list(rng.uniform(0, 1, 80)), list(rng.uniform(0, 1, 80))
+    abstain, false = bench._cv_abstention([noise, sim], labels, 0.1)
+    assert false > 0.1 and abstain < 0.2
+    separated = [0.9 if y else 0.1 for y in labels]
+    assert bench._cv_abstention([separated, sim], labels, 0.1)[0] == 1.0
 
 
 def test_rows_written_by_a_run_are_reported_without_an_lm(bench, tmp_path, monkeypatch, capsys):
@@ -173,7 +215,7 @@ def test_the_contrast_is_the_check_less_its_prior_on_the_unit_interval(bench):
     assert "prior" in bench.VARIANTS and "stated − prior" not in bench.VARIANTS
     rows = [bench.with_contrast({"answerable": i % 2 == 0, "top_similarity": 0.5 + 0.01 * i, "stated": 0.6,
                                  "prior": 0.2 if i % 2 == 0 else 0.7}) for i in range(20)]
-    table = {name: auc for name, auc, _ in bench.signal_table(rows, 0.1)}
+    table = {name: auc for name, auc, *_ in bench.signal_table(rows, 0.1)}
     assert table["stated − prior"] == 1.0 and table["stated"] == 0.5  # the prior carries what the check cannot
     assert "stated + prior + stated − prior + similarity (cv)" in table
 

@@ -210,6 +210,40 @@ def test_a_compile_that_lowers_dev_accuracy_is_rolled_back(tmp_path):
     assert read_artifact(result.artifact)["state"]["grade_relevance"]["demos"] == []
 
 
+def test_with_from_before_scores_the_start_state_and_a_rollback_keeps_it(tmp_path):
+    """--from A: "before" scores A's judge (what a rollback restores), not a reset copy; a compile worse
+    than A is rolled back to A's demos, named "start", and what ships is what was scored."""
+    dev = sample_split("relevance", "dev", 10, LOAD)
+    train = sample_split("relevance", "train", 10, LOAD)
+    gold = {ex.question + ex.passage[:40]: ex.relevance for ex in train + dev}
+
+    def judge(right):  # right(number of prompt messages) → the gold label, else the other one
+        def complete(request):
+            inp = _inputs(request.messages[-1].text)
+            label = gold.get(inp["question"] + inp["passage"][:40], "relevant")
+            if not right(len(request.messages)):
+                label = "irrelevant" if label == "relevant" else "relevant"
+            text = json.dumps({"passage_topic": "t", "relevance": label})
+            usage = Usage(input_tokens=10, output_tokens=5, total_tokens=15)
+            return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]),
+                            finish_reason="stop", usage=usage)
+        return complete
+
+    lms, engine = fake_lms()
+    engine.complete = judge(lambda n: True)
+    a = compile_program(Settings(), splits_dir=SPLITS, optimizer="bootstrap", judgements="relevance",
+                        train=10, dev=10, budget=1, name="a", out_dir=tmp_path, lms=lms)
+    a_demos = read_artifact(a.artifact)["state"]["grade_relevance"]["demos"]
+    assert len(a_demos) == 1
+    lms, engine = fake_lms()
+    engine.complete = judge(lambda n: n == 3)  # right with exactly one demo (A's), wrong with none or two
+    b = compile_program(Settings(), splits_dir=SPLITS, optimizer="bootstrap", judgements="relevance",
+                        train=10, dev=10, budget=2, name="b", out_dir=tmp_path, lms=lms, start_from=a.artifact)
+    stage = next(s for s in b.manifest["stages"] if s["name"] == "relevance")
+    assert stage["before"] == 1.0 and stage["after"] < 1.0 and stage["kept"] == "start"
+    assert read_artifact(b.artifact)["state"]["grade_relevance"]["demos"] == a_demos
+
+
 # ---------------------------------------------------------------- other optimizers, end to end, helpers
 
 

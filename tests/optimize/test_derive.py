@@ -197,3 +197,43 @@ def test_a_question_without_its_gold_in_the_collection_is_skipped_with_the_reaso
                              NO_QUESTIONS)
     assert derived.skipped == [{"line": 2, "id": "gone", "reason": "none of its gold documents is in the collection"}]
     assert {r["id"] for r in derived.records["qa"]} == {"b1"}
+
+
+class _Listed:
+    """A retriever returning its passages in order (those of a source when filtered by it)."""
+
+    def __init__(self, passages):
+        self.passages = passages
+
+    def retrieve(self, question, k=5, filters=None):
+        wanted = (filters or {}).items()
+        return [p for p in self.passages if all(p.metadata.get(a) == b for a, b in wanted)][:k]
+
+
+ZH_CHUNKS = [("z1", "faq.md", "产假有多长？员工可享受十六周的带薪产假。"),
+             ("z2", "handbook.md", "根据员工手册，员工可享受十六周的带薪产假，需提前一个月申请。"),
+             ("z3", "canteen.md", "食堂由索迪斯公司经营。")]
+
+
+def _zh_derived(rows, tmp_path):
+    from optimize.qa_format import Catalog
+    from programs.types import Passage
+
+    passages = [Passage(id=i, text=t, metadata={"source": s, "title": s}) for i, s, t in ZH_CHUNKS]
+    items = load_qa_file(write_qa(tmp_path / "zh.jsonl", rows))
+    return derive_records(items, _Listed(passages), Catalog.from_chunks((p.id, p.metadata) for p in passages),
+                          NO_QUESTIONS)
+
+
+def test_chinese_answers_are_found_in_passages_without_spaces(tmp_path):
+    derived = _zh_derived([
+        {"id": "z", "question": "产假有多长？", "answers": ["十六周"], "gold_sources": ["faq.md"]},
+        {"id": "y", "question": "食堂由谁经营？", "answers": ["索迪斯公司"]}], tmp_path)
+    rel, sup = by_id(derived, "relevance"), by_id(derived, "support")
+    # another document stating the answer is no negative: the one that does not is
+    negative = rel["rel:z:neg"]
+    assert negative["provenance"]["source"] == "canteen.md" and "十六周" not in negative["passage"]
+    assert "十六周" not in sup["sup:z:no"]["passages"]
+    # no gold documents given: the retrieved chunk stating the answer is the gold passage
+    gold = rel["rel:y:pos"]
+    assert gold["how"] == "answer_span" and gold["provenance"]["source"] == "canteen.md"

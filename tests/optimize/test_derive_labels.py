@@ -29,6 +29,18 @@ def test_a_passage_holds_an_answer_as_whole_words_or_most_content_words():
     assert evidence_sentence(GOLD, "Marta Kovac") == "It was designed by Marta Kovac."
 
 
+def test_a_number_of_the_answer_must_be_in_the_passage():
+    assert holds_answer("Employees get 12 weeks of paid parental leave.", "16 weeks") == (False, 0.5)
+    assert holds_answer("Since 2019, employees get 16 weeks of paid leave.", "16 weeks") == (True, 1.0)
+
+
+def test_a_chinese_answer_is_held_by_its_characters_not_by_whole_words():
+    assert holds_answer("根据员工手册，员工可享受十六周的带薪产假。", "十六周") == (True, 1.0)  # no spaces in Chinese
+    assert holds_answer("食堂由索迪斯公司经营。", "十六周") == (False, 0.0)
+    assert holds_answer("员工可享受十二周的带薪产假。", "十六周") == (False, 0.667)  # 十 and 周, not 六
+    assert evidence_sentence("食堂由索迪斯公司经营。员工可享受十六周的带薪产假。", "十六周") == "员工可享受十六周的带薪产假。"
+
+
 def test_the_extra_claim_of_a_partial_answer_is_a_sentence_the_gold_passage_does_not_back():
     claim = unbacked_claim(OTHER, GOLD, "1931")
     assert claim == "The Zephyr tunnel was dug in 1964 by the city council."  # shares only "zephyr" (1 of 6)
