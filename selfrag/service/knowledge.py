@@ -105,10 +105,12 @@ class Collections:
 
     def answering_retriever(self, name: str | None = None, mode: str | None = None) -> Any:
         """The retriever questions and searches over ``name`` use (``retriever_of``, in ``mode``):
-        ``collection_not_found`` for an unknown collection, ``index_not_found`` when
-        ``retrieval.index`` names an index it lacks."""
+        ``collection_not_found`` for an unknown collection, ``embedder_mismatch`` for one built with another
+        embedder than ``kb.embedding_model`` forces, ``index_not_found`` when ``retrieval.index`` names an
+        index it lacks."""
         kb = self.get(name)
         try:
+            kb.store.collection  # opened now: a collection of another embedder is refused before any question runs
             return self.retriever_of(kb, mode)
         except EmbedderMismatch:
             raise  # answered as embedder_mismatch (service.errors), not as a missing index

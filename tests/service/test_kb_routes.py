@@ -106,6 +106,7 @@ def test_a_collection_built_with_another_embedder_is_a_409_naming_the_fix(servic
     other.add_documents([("Owls hunt at night.", {"source": "owls"})])
     c = service.client
     for r in (c.post("/v1/search", json={"query": "owls", "collection": "other"}),
+              c.post("/v1/ask", json={"question": "When do owls hunt?", "collection": "other"}),
               c.post("/v1/collections/other/documents", files={"files": ("a.txt", b"Owls again.")})):
         assert r.status_code == 409 and r.json()["error"]["code"] == "embedder_mismatch", r.text
         message = r.json()["error"]["message"]
