@@ -80,10 +80,12 @@ def _score_into(report: StageReport, when: str, module: Any, devset: list[dspy.E
     reporter.log(f"{report.name}: dev {when} = {result.score:.3f} ({result.n} examples, {result.seconds:.0f} s)")
 
 
-def start_name(state: dict[str, Any]) -> str:
-    """What a predictor's ``state`` was before its stage compiled it: ``"start"`` with demos (the state of
-    ``--from``), else ``"uncompiled"``."""
-    return "start" if state.get("demos") else "uncompiled"
+def start_name(state: dict[str, Any], declared_instructions: str | None = None) -> str:
+    """What a predictor's ``state`` was before its stage compiled it: ``"start"`` with demos or with other
+    instructions than its signature declares (the state of ``--from``), else ``"uncompiled"``."""
+    instructions = (state.get("signature") or {}).get("instructions")
+    rewritten = declared_instructions is not None and instructions is not None and instructions != declared_instructions
+    return "start" if state.get("demos") or rewritten else "uncompiled"
 
 
 def compile_judgement(program: SelfRAG, judgement: str, *, loader: SplitLoader, optimizer: str = "bootstrap",
@@ -144,7 +146,8 @@ def compile_judgement(program: SelfRAG, judgement: str, *, loader: SplitLoader, 
                         num_threads=num_threads, reporter=reporter)
             if keep_if_better and report.before is not None and report.after < report.before:
                 target.load_state(original_state)  # never ship a judge that compiling made worse on dev
-                report.kept = start_name(original_state)
+                declared = getattr(type(program), "PREDICTORS", {}).get(spec.predictor)
+                report.kept = start_name(original_state, getattr(declared, "instructions", None))
                 reporter.log(f"{judgement}: compiling lowered dev accuracy; kept the {report.kept} predictor")
     report.demos = {spec.predictor: len(target.demos)}
     report.instructions_changed = {spec.predictor: target.signature.instructions != old_instructions}

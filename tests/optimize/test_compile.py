@@ -493,3 +493,14 @@ def test_stages_kept_from_an_older_manifest_take_its_split_or_unknown_for_pooled
                     "stated": {"rows_recorded": 10, "split": "unknown"}}
     assert joined_split({**kept, "answer": {"split": "train"}}, "train") == "dev+unknown+train"
     assert kept_stages(None, {}) == {}
+
+
+def test_the_start_state_is_named_start_when_it_has_demos_or_rewritten_instructions():
+    from optimize.stages import start_name
+    from signatures import GradeRelevance
+
+    declared = GradeRelevance.instructions
+    assert start_name({"demos": [], "signature": {"instructions": declared}}, declared) == "uncompiled"
+    assert start_name({"demos": [{"question": "q"}], "signature": {"instructions": declared}}, declared) == "start"
+    assert start_name({"demos": [], "signature": {"instructions": "Judge it, tersely."}}, declared) == "start"
+    assert start_name({"demos": []}) == "uncompiled"
