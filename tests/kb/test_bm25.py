@@ -19,7 +19,8 @@ def make():
 def test_chinese_query_finds_chinese_passage():
     hits = make().search("中国的首都是哪里", k=2)
     assert hits[0][0] == 2
-    assert make().search("上海", k=5) == [(3, make().search("上海", k=5)[0][1])]
+    hits = make().search("上海", k=5)
+    assert [i for i, _ in hits] == [3] and hits[0][1] > 0
 
 
 def test_english_stemming_and_filter():

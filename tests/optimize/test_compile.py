@@ -331,15 +331,17 @@ def test_budget_maps_to_each_optimizers_knob():
         make_optimizer("sgd", relevance_accuracy, budget=1, num_threads=1)
 
 
-def test_mipro_budget_or_a_clear_error_without_optuna():
-    lm = dspy.LM("scripted/test", engine=AnyEngine({}), cache=False)
-    try:
-        with dspy.context(lm=lm):
-            opt, params, kwargs = make_optimizer("mipro", relevance_accuracy, budget=6, num_threads=1)
-    except CompileError as exc:
-        assert "optuna" in str(exc)
-    else:
-        assert kwargs["num_trials"] == 6 and params["num_candidates"] == 3 and params["auto"] is None
+def test_mipro_takes_its_budget_as_trials():
+    lm = dspy.LM("scripted/test", engine=AnyEngine({}), cache=False)  # optuna is pinned: mipro is available
+    with dspy.context(lm=lm):
+        opt, params, kwargs = make_optimizer("mipro", relevance_accuracy, budget=6, num_threads=1)
+    assert kwargs["num_trials"] == 6 and params["num_candidates"] == 3 and params["auto"] is None
+
+
+def test_mipro_without_optuna_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr("optimize.optimizers.has_optuna", lambda: False)
+    with pytest.raises(CompileError, match="optuna"):
+        make_optimizer("mipro", relevance_accuracy, budget=6, num_threads=1)
 
 
 def test_feedback_metric_for_gepa():

@@ -64,5 +64,7 @@ def test_predict_parses_typed_verdicts(batch_role, adapter):
 def test_wrong_label_is_a_parse_failure_not_a_silent_verdict(batch_role):
     bad = {"verdicts": [{"number": 1, "topic": "x", "relevance": "maybe"}]}
     lm, _ = fakes.scripted_lm({"grade_relevance_batch": bad})
-    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()), pytest.raises(Exception):
+    from dspy.utils.exceptions import AdapterParseError
+
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()), pytest.raises(AdapterParseError, match="relevance"):
         dspy.Predict(GradeRelevanceBatch)(passages=PASSAGES, question="q")

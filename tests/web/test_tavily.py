@@ -206,3 +206,18 @@ def test_repr_hides_the_key():
 def test_bad_constructor_values_are_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TavilySearch(KEY, **kwargs)
+
+
+@pytest.mark.integration
+def test_the_real_tavily_api(monkeypatch):
+    """Opt-in (``-m integration``, a ``TAVILY_API_KEY`` and the network): the request shape and the parsing
+    of the recorded responses above hold against the real service."""
+    import os
+
+    key = os.environ.get("TAVILY_API_KEY")
+    if not key:
+        pytest.skip("TAVILY_API_KEY is not set")
+    passages = TavilySearch(key, max_results=3, timeout=20.0).search("Who won Super Bowl 50?", max_results=3)
+    assert 1 <= len(passages) <= 3
+    assert all(p.metadata["url"].startswith("http") and p.text.strip() for p in passages)
+    assert key not in repr(passages)
