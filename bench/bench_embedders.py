@@ -16,6 +16,7 @@ Datasets come from $SELFRAG_DATASETS or ../shared/datasets.
 from __future__ import annotations
 
 import argparse
+import math
 import hashlib
 import json
 import os
@@ -139,8 +140,8 @@ def parse_weights(text: str) -> tuple[float, float]:
         dense, bm25 = (float(x) for x in text.split(":"))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"hybrid weights must look like DENSE:BM25, got {text!r}") from exc
-    if dense < 0 or bm25 < 0 or dense + bm25 == 0:
-        raise argparse.ArgumentTypeError(f"hybrid weights must be >= 0 and not both 0, got {text!r}")
+    if not (math.isfinite(dense) and math.isfinite(bm25)) or dense < 0 or bm25 < 0 or dense + bm25 == 0:
+        raise argparse.ArgumentTypeError(f"hybrid weights must be finite, >= 0 and not both 0, got {text!r}")
     return dense, bm25
 
 

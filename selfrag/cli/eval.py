@@ -28,7 +28,8 @@ def eval_command(
         "--dataset", help="clapnq | cmrc | a QA file (JSONL) | a derived data folder (its dev questions).")]
     = "clapnq",
     programs: Annotated[str, typer.Option(
-        "--programs", help="Comma list: selfrag, compiled:PATH, vanilla-rag, no-retrieval, graded-rag, crag.")]
+        "--programs", help="Comma list: selfrag, compiled:PATH, crag, vanilla-rag, no-retrieval, graded-rag, "
+                           "iterative, decompose-serial (every program in programs.registry).")]
     = DEFAULT_PROGRAMS,
     limit: Annotated[Optional[int], typer.Option("--limit", min=1, help="Questions (half answerable, half not).")]
     = None,

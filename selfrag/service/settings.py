@@ -1,7 +1,7 @@
 """The service's own settings: where it listens, where its token comes from, and its limits.
 
-A plain pydantic model; the runtime's :class:`selfrag.settings.Settings` is meant to embed it as its
-``[service]`` section. Until then ``selfrag serve`` builds it from its flags.
+A plain pydantic model, embedded in the runtime's :class:`selfrag.settings.Settings` as its ``[service]``
+section (TOML, ``SELFRAG_SERVICE__*``); ``selfrag serve``'s flags override it.
 """
 
 from __future__ import annotations

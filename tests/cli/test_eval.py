@@ -182,3 +182,13 @@ def test_cli_eval_refuses_to_resume_over_a_changed_artifact_in_one_line(hash_kb_
     assert result.exit_code == 2 and isinstance(result.exception, SystemExit)
     assert result.stderr.startswith(f"error: run r: compiled:{art} changed since the run started")
     assert len(result.stderr.strip().splitlines()) == 1 and len(engine.calls) == calls
+
+
+def test_the_programs_help_names_every_registered_program():
+    from typer.testing import CliRunner
+
+    from programs.registry import PROGRAM_NAMES
+    from selfrag.cli.app import app
+
+    shown = " ".join(CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "400"}).output.split())
+    assert all(name in shown for name in PROGRAM_NAMES), shown
