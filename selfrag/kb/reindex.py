@@ -48,11 +48,15 @@ def recover(client: Any, name: str) -> bool:
     names = _names(client)
     recovered = False
     if name + OLD_SUFFIX in names:
+        if name in names and client.get_collection(name).count() == 0 < client.get_collection(name + OLD_SUFFIX).count():
+            # killed between the renames, then ``name`` re-created empty by a read: the old copy is the data
+            client.delete_collection(name)
+            names.discard(name)
         if name not in names:
             client.get_collection(name + OLD_SUFFIX).modify(name=name)
             recovered = True
             log.warning("collection %s restored from an interrupted reindex", name)
-        else:
+        else:  # killed after the swap: ``name`` is the new, complete collection
             client.delete_collection(name + OLD_SUFFIX)
             log.warning("collection %s: the old copy an interrupted reindex left was deleted", name)
     if name + NEW_SUFFIX in names:

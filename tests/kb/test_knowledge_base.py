@@ -64,6 +64,18 @@ class CountingEmbedder:
         return self.inner.embed(texts)
 
 
+def test_values_chroma_stores_in_another_form_are_not_a_change_on_re_ingest(make_kb, tmp_path):
+    # Chroma drops a NaN value and keeps a huge int as a float: re-ingesting the same file changes nothing
+    # (else every ingest would move the collection's version: BM25 rebuilt, indexes stale, cache missed).
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"text": "Alpha doc.", "big": 12345678901234567890}\n{"text": "Beta doc.", "x": NaN}\n')
+    kb = make_kb()
+    kb.ingest([rows], progress=False)
+    version = kb.fingerprint()
+    report = kb.ingest([rows], progress=False)
+    assert report.chunks_updated == 0 and kb.fingerprint() == version
+
+
 def test_changed_metadata_of_unchanged_texts_replaces_the_stored_metadata(make_kb, tmp_path):
     d = tmp_path / "meta"
     d.mkdir()

@@ -88,6 +88,16 @@ def test_a_run_killed_after_the_swap_has_its_old_copy_deleted_and_a_rerun_works(
     assert not report.recovered and names(kb) == {"books"} and snapshot(open_kb(tmp_path)) == before
 
 
+def test_a_collection_re_created_empty_after_a_kill_between_the_renames_does_not_cost_the_data(tmp_path):
+    kb = open_kb(tmp_path, "hash-64")
+    kb.add_documents(DOCS)
+    before = snapshot(kb)
+    kb.store.client.get_collection("books").modify(name="books" + OLD_SUFFIX)  # killed after rename 1
+    kb.store.client.create_collection("books")  # then a read re-created it, empty
+    report = reindex(kb.store.client, "books", HashEmbedder(32))
+    assert report.recovered and names(kb) == {"books"} and snapshot(open_kb(tmp_path)) == before
+
+
 @pytest.fixture
 def run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
