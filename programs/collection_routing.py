@@ -82,14 +82,21 @@ class CollectionsRetriever:
         return weighted_rrf(rankings, k=self.rrf_k, limit=k)
 
 
+NO_COLLECTION = frozenset({"none", "no collection", ""})
+
+
 def parse_route(chosen: Iterable[Any] | None, known: Sequence[str], max_routes: int) -> tuple[list[str], list[str]]:
     """The known collection names in ``chosen`` (order kept, duplicates and case differences folded,
-    at most ``max_routes``) and the unknown ones."""
+    at most ``max_routes``) and the unknown ones; "none" (the signature's word for no collection) is
+    neither."""
     by_lower = {name.lower(): name for name in known}
     kept: list[str] = []
     unknown: list[str] = []
     for item in list(chosen or []):
-        name = by_lower.get(str(item).strip().lower())
+        said = str(item).strip().lower()
+        if said in NO_COLLECTION and said not in by_lower:  # "none": the router's way to choose no collection
+            continue
+        name = by_lower.get(said)
         if name is None:
             unknown.append(str(item)[:80])
         elif name not in kept and len(kept) < max_routes:

@@ -366,6 +366,12 @@ def test_abstain_reason_says_what_failed(store, web, expected):
     assert result.abstained and result.abstain_reason == expected
 
 
+def test_with_web_rounds_off_nothing_found_is_no_relevant_passage_not_web_failed():
+    script = dict(BASE, evaluate_retrieval={"score": 1}, filter_strip={"keep": False})
+    _, result, _ = run(script, web=FakeWeb([passage("w9", "x", url="https://e.org/x")]), max_web_rounds=0)
+    assert result.abstained and result.abstain_reason == "no_relevant_passage"
+
+
 def test_a_drafter_that_finds_no_answer_abstains_as_no_answer_in_passages():
     script = dict(BASE, generate_answer={"answer": "", "citations": [], "answerable": False})
     _, result, _ = run(script, max_regenerations=0)

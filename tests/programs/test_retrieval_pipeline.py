@@ -79,6 +79,12 @@ def test_routing_to_no_collection_retrieves_nothing_and_the_program_abstains():
     assert step(result, "retrieve")[0].inputs["skipped"] == "routed to no collection" and result.abstained
 
 
+def test_a_routing_reply_of_none_routes_to_no_collection():
+    result, engine = run(Strategic, collections(), {"route_collections": {"chosen": ["None"]}}, route_collections=True)
+    assert engine.roles() == ["route_collections"] and step(result, "collections")[0].output == []
+    assert step(result, "retrieve")[0].inputs["skipped"] == "routed to no collection" and result.abstained
+
+
 def test_a_routing_reply_naming_no_known_collection_searches_them_all():
     # The model copied a description line back: unusable, like a failed call — not "no collection".
     script = {"route_collections": {"chosen": ["bikes: manuals and FAQs of Heron cargo bikes"]}, "generate_answer": ANSWER}
