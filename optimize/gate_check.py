@@ -239,13 +239,17 @@ def _pooled_sources(calibration: dict[str, Any]) -> list[tuple[str, str | None, 
 def _stage_splits(calibration: dict[str, Any], report: dict[str, Any], n: int) -> dict[str, int]:
     """How many of a recorded stage's ``n`` rows are on each split: its own ``row_splits`` (it pooled rows
     itself), else the split it or its calibration ran on — "unknown" for rows pooled before the splits were
-    recorded (the calibration's split was then the run's ``--cal-split``, not theirs)."""
+    recorded (the calibration's split was then the run's ``--cal-split``, not theirs), and for a stage that
+    does not say when its calibration's split is a joined summary of its stages (``train+dev``)."""
     recorded = report.get("row_splits")
     if isinstance(recorded, dict) and recorded and all(isinstance(v, int) for v in recorded.values()):
         return {str(k): v for k, v in recorded.items()}
     if "rows_recorded" in report:
         return {"unknown": n}
-    split = report.get("split") if isinstance(report.get("split"), str) else calibration.get("split")
+    split = report.get("split")
+    if not isinstance(split, str):  # the calibration's own split — unless that is a summary of its stages'
+        split = calibration.get("split")
+        split = split if isinstance(split, str) and "+" not in split else None
     return {split if isinstance(split, str) and split else "unknown": n}
 
 

@@ -254,3 +254,12 @@ def test_a_malformed_manifest_is_refused_when_read_naming_the_file(tmp_path, cal
         RecordedRows([path])  # read, not yet asked for a stage: before any LM is built
     assert str(caught.value).startswith(f"--stated-rows {path}") and problem in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_a_stage_without_its_split_does_not_take_a_joined_calibration_split():
+    from optimize.gate_check import stage_split
+
+    assert stage_split({"split": "train"}, {}) == "train"
+    assert stage_split({"split": "train+dev"}, {}) == "unknown"  # a summary of its stages, not this one's
+    assert stage_split({"split": "train+dev"}, {"split": "train"}) == "train"
+    assert stage_split({"split": "train+dev"}, {"row_splits": {"train": 3, "dev": 1}}) == "train+dev"
