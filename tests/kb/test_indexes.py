@@ -297,7 +297,11 @@ def test_raptor_retriever_asks_for_more_while_failing_summaries_leave_fewer_than
     from selfrag.kb.indexes import RaptorRetriever
 
     summary = {"raptor_level": 1, "_raptor_members": json.dumps({"source": ["x"]})}
-    tree = ChildrenOf([Passage(id=f"s{i}", text="s", metadata=summary) for i in range(40)]
-                      + [Passage(id="leaf", text="l", metadata={"raptor_level": 0, "source": "y"})])
+    leaf = Passage(id="leaf", text="l", metadata={"raptor_level": 0, "source": "y"})
+    tree = ChildrenOf([Passage(id=f"s{i}", text="s", metadata=summary) for i in range(12)] + [leaf])
+    got = RaptorRetriever(tree, size=lambda: 13).retrieve("q", k=2, filters={"source": {"$ne": "x"}})
+    assert [p.id for p in got] == ["leaf"] and tree.asked == [2, 4, 8, 13]
+    # bounded at 8k: a filter that only the 41st node passes is not worth pulling every summary for
+    tree = ChildrenOf([Passage(id=f"s{i}", text="s", metadata=summary) for i in range(40)] + [leaf])
     got = RaptorRetriever(tree, size=lambda: 41).retrieve("q", k=2, filters={"source": {"$ne": "x"}})
-    assert [p.id for p in got] == ["leaf"] and tree.asked == [2, 4, 8, 16, 32, 41]
+    assert got == [] and tree.asked == [2, 4, 8, 16]

@@ -56,6 +56,7 @@ Summariser = Callable[[list[str]], str]
 MAX_SUMMARY_CHARS = 2000
 LEVEL = "raptor_level"
 MEMBERS = "_raptor_members"  # a summary's chunks' metadata: JSON {key: [distinct values, null: a chunk lacks it]}
+MAX_ASK_FACTOR = 8  # a filtered search asks for at most 8k nodes (summaries that fail the filter are dropped)
 MAX_MEMBER_VALUES = 64  # more values of a key are not recorded (null): every condition on it fails the summary
 Values = dict[str, set]  # key -> the values of the chunks under a node (None: a chunk without the key)
 
@@ -273,8 +274,9 @@ def _all_pass(where: dict, members: dict, own: dict) -> bool:
 class RaptorRetriever:
     """The collapsed tree: ``tree`` (the ``.raptor`` collection's own retriever) with a filter applied to a
     summary as to every chunk under it (:func:`summary_passes`). With a filter, ``tree`` is asked for the
-    chunks that pass it and every summary, and more (doubling up to ``size()``, the node count) while the
-    summaries that fail leave fewer than ``k``. Passages come back without :data:`MEMBERS`."""
+    chunks that pass it and every summary, and more (doubling up to ``MAX_ASK_FACTOR`` × ``k`` and the node
+    count ``size()``) while the summaries that fail leave fewer than ``k``: a very selective filter may then
+    return fewer than ``k``. Passages come back without :data:`MEMBERS`."""
 
     def __init__(self, tree: Retriever, size: Callable[[], int]):
         self.tree = tree
@@ -294,13 +296,13 @@ class RaptorRetriever:
         if not filters:
             return [_shown(p) for p in call_retriever(self.tree, query, k, dense_query=dense_query)]
         where = {"$or": [filters, {LEVEL: {"$gt": 0}}]}
-        ask = k
+        ask, most = k, k * MAX_ASK_FACTOR  # bounded: a selective filter must not pull every summary each query
         while True:
             got = call_retriever(self.tree, query, ask, where, dense_query=dense_query)
             kept = [p for p in got if not p.metadata.get(LEVEL) or summary_passes(filters, p.metadata)]
-            if len(kept) >= k or len(got) < ask or ask >= (size := self.size()):
+            if len(kept) >= k or len(got) < ask or ask >= min(most, size := self.size()):
                 return [_shown(p) for p in kept[:k]]
-            ask = min(ask * 2, size)
+            ask = min(ask * 2, most, size)
 
 
 def _shown(passage: Passage) -> Passage:
