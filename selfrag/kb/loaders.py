@@ -184,13 +184,20 @@ def load_text(path: Path) -> list[Document]:
 
 
 _MD_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
-_MD_FENCE = re.compile(r"^[ ]{0,3}(`{3,}|~{3,}).*?(?:^[ ]{0,3}\1[`~]*[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
+_YAML_LINE = re.compile(r"^(?:[A-Za-z_][\w-]*[ \t]*:|[ \t]+\S|-[ \t]|#|[ \t]*$)")  # key:, nested, list, comment
+# A fence opens on a line of ``` (no backtick after it: ```js``` is inline code) or ~~~, and closes on the
+# same character at least as long.
+_MD_FENCE = re.compile(r"^[ ]{0,3}(`{3,}(?=[^`\n]*$)|~{3,}).*?(?:^[ ]{0,3}\1[`~]*[ \t]*$|\Z)",
+                       re.MULTILINE | re.DOTALL)
 
 
 def markdown_title(text: str) -> str | None:
     """The title of a Markdown text: its front matter's ``title:``, else its first heading outside code
     blocks (a ``# comment`` in a fenced shell block is not a heading)."""
+    text = text.replace("\r\n", "\n")
     front = _MD_FRONT_MATTER.match(text)
+    if front and not all(_YAML_LINE.match(line) for line in front.group(1).split("\n")):
+        front = None  # a horizontal rule, then text: not front matter
     if front:
         for line in front.group(1).splitlines():
             key, _, value = line.partition(":")
@@ -210,14 +217,17 @@ def load_markdown(path: Path) -> list[Document]:
 _HTML_BLOCKS = ("address", "article", "aside", "blockquote", "dd", "div", "dl", "dt", "figcaption", "figure",
                 "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li", "main", "nav", "ol",
                 "p", "pre", "section", "table", "tr", "ul")
-_PARAGRAPH, _BREAK = "\x00P\x00", "\x00B\x00"
+_PARAGRAPH, _BREAK, _SPACE = "\x00P\x00", "\x00B\x00", "\x00S\x00"
 
 
 def html_text(soup: Any) -> str:
     """The text of parsed HTML as a reader sees it: inline tags join their words (``The <b>Heron</b>
     rides`` → ``The Heron rides``; no space is added, so Chinese stays unbroken), a block element is a
-    paragraph (a blank line between), ``<br>`` a line break, table cells are separated by a space, and the
-    source's own line wrapping is a space."""
+    paragraph (a blank line between), ``<br>`` a line break, table cells are separated by a space, the
+    source's own line wrapping is a space, and ``<pre>`` keeps its lines and indentation."""
+    for pre in soup.find_all("pre"):  # preformatted: its line breaks and indentation are kept
+        kept = pre.get_text().strip("\n").replace("\n", _BREAK).replace(" ", _SPACE)
+        pre.replace_with(_PARAGRAPH + kept + _PARAGRAPH)
     for br in soup.find_all("br"):
         br.replace_with(_BREAK)
     for cell in soup.find_all(["td", "th"]):
@@ -228,7 +238,7 @@ def html_text(soup: Any) -> str:
     text = re.sub(r"\s+", " ", soup.get_text())
     text = text.replace(_BREAK, "\n")
     paragraphs = ("\n".join(line.strip() for line in chunk.split("\n")) for chunk in text.split(_PARAGRAPH))
-    return "\n\n".join(p.strip() for p in paragraphs if p.strip())
+    return "\n\n".join(p.strip() for p in paragraphs if p.strip()).replace(_SPACE, " ")
 
 
 def load_html(path: Path) -> list[Document]:

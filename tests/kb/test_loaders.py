@@ -207,5 +207,14 @@ def test_html_inline_tags_join_their_words_and_blocks_are_paragraphs(tmp_path):
 def test_markdown_title_from_front_matter_then_a_heading_outside_code(tmp_path):
     (tmp_path / "a.md").write_text("---\ntitle: Setup guide\n---\n\n```bash\n# install the deps\n```\n# Later\n")
     (tmp_path / "b.md").write_text("```sh\n# not a heading\n```\n\n## Real heading\ntext\n")
+    (tmp_path / "c.md").write_text("---\n# Intro\ntext\n---\n## Next\n")  # horizontal rules, not front matter
+    (tmp_path / "d.md").write_text("```js``` is inline code\n# Title after\n")
+    (tmp_path / "e.md").write_bytes(b"---\r\ntitle: CRLF title\r\n---\r\n# H\r\n")
     titles = {d.source.rsplit("/", 1)[1]: d.title for d in load_paths([tmp_path])[0]}
-    assert titles == {"a.md": "Setup guide", "b.md": "Real heading"}
+    assert titles == {"a.md": "Setup guide", "b.md": "Real heading", "c.md": "Intro", "d.md": "Title after",
+                      "e.md": "CRLF title"}
+
+
+def test_html_pre_keeps_its_lines_and_indentation(tmp_path):
+    (tmp_path / "c.html").write_text("<body>Code:<pre>def f():\n    return 1</pre>after</body>", encoding="utf-8")
+    assert load_paths([tmp_path / "c.html"])[0][0].text == "Code:\n\ndef f():\n    return 1\n\nafter"
