@@ -171,7 +171,8 @@ def _run_config(settings: Any, dataset: str, labels: list[str], limit: int | Non
     program, retrieval or web settings differ from the run's, or a compiled program's artifact changed
     (:func:`_changed_artifacts`): its old results would be relabelled."""
     artifacts = artifacts or {}
-    shaping = _shaping(settings, dataset)
+    # the corpus the questions are answered from: a resume under code that picks another one is refused
+    shaping = {**_shaping(settings, dataset), "corpus": corpus_name(dataset, examples)}
     if config_path.is_file():
         try:
             config = json.loads(config_path.read_text(encoding="utf-8"))

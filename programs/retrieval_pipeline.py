@@ -67,7 +67,8 @@ class RetrievalContext:
 
 @dataclass
 class RetrievalPlan:
-    """Decided once per question: the question, the collections to search (None = not routed) and the where."""
+    """Decided once per question (per sub-question for decompose-serial): the question, the collections to
+    search (None = not routed) and the where."""
 
     question: str
     collections: list[str] | None = None

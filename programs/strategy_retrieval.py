@@ -16,7 +16,8 @@ Use: ``class MyRAG(StrategyRetrieval, RAGModule)`` (the mixin first). Extra cons
 log-probabilities: without a scorer, ``judge``/``auto`` rerank by the program's own relevance
 judgement, the ``retrieval.rerank_judge`` predictor; wired from ``lm.logprobs``) and ``metadata_schema`` (the collection's
 filterable keys for ``self_query``; a :class:`~programs.collection_routing.CollectionsRetriever`
-supplies its own). Routing and self-query run once per question (the plan is kept per trace), the
+supplies its own). Routing and self-query run once per question (the plan is kept per trace; a program
+asking the store several questions plans each: decompose-serial's sub-questions, :meth:`plan_anew`), the
 transforms on every query the program retrieves for. A question routed to no collection is searched on
 the web when the program has a web search (at most ``max_web_rounds`` rounds), else retrieves nothing.
 """

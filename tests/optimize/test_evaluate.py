@@ -436,6 +436,12 @@ def test_a_resume_with_other_settings_is_refused_naming_them(hash_kb_settings, t
         evaluate(hash_kb_settings, data, parse_programs("vanilla-rag"), limit=2, **run)
     assert (tmp_path / "reports" / "r1" / "results.jsonl").read_bytes() == results  # untouched
     evaluate(hash_kb_settings, data, parse_programs("vanilla-rag"), limit=4, **run)  # the same: resumes
+    config = tmp_path / "reports" / "r1" / "config.json"
+    recorded = json.loads(config.read_text())
+    assert recorded["corpus"] == "clapnq"
+    config.write_text(json.dumps({**recorded, "corpus": "cmrc"}))  # as if started by code answering elsewhere
+    with pytest.raises(DataError, match=r"corpus: 'cmrc' → 'clapnq'"):
+        evaluate(hash_kb_settings, data, parse_programs("vanilla-rag"), limit=4, **run)
 
 
 def test_a_resume_whose_compiled_artifact_changed_is_refused_naming_the_program(hash_kb_settings, tmp_path,
