@@ -1,14 +1,15 @@
 """The language a question is asked in, and the program's own words in that language: the abstention
 answer (``ABSTAIN_ANSWERS``) and what each abstain reason means (``ABSTAIN_REASONS_ZH`` next to
-:data:`programs.thresholds.ABSTAIN_REASONS`). A question is Chinese when CJK characters are at least a
-third of its letters (a Latin product name inside a Chinese question keeps it Chinese)."""
+:data:`programs.thresholds.ABSTAIN_REASONS`). A question is Chinese when its Chinese words (CJK characters,
+two to a word) are more than a third of its words (a Latin product name inside a Chinese question keeps it
+Chinese; a Chinese name inside an English question keeps it English)."""
 
 from __future__ import annotations
 
 import re
 
 _CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_LATIN = re.compile(r"[A-Za-z\u00c0-\u024f]")
+_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f]+")
 CJK_QUESTION_SHARE = 1 / 3
 
 ABSTAIN_ANSWERS = {
@@ -31,10 +32,12 @@ ABSTAIN_REASONS_ZH: dict[str, str] = {
 
 
 def question_language(text: str) -> str:
-    """``"zh"`` when CJK characters are at least a third of the letters of ``text``, else ``"en"``."""
-    cjk = len(_CJK.findall(text))
-    latin = len(_LATIN.findall(text))
-    return "zh" if cjk and cjk >= CJK_QUESTION_SHARE * (cjk + latin) else "en"
+    """``"zh"`` when its Chinese words are more than a third of the words of ``text``, else ``"en"``: words,
+    not letters — a Chinese word is about two characters, a Latin one a run of letters (a config name like
+    HorizontalPodAutoscaler is one word, not 23 letters outweighing the Chinese around it)."""
+    cjk_words = len(_CJK.findall(text)) / 2
+    latin_words = len(_LATIN_WORD.findall(text))
+    return "zh" if cjk_words and cjk_words > CJK_QUESTION_SHARE * (cjk_words + latin_words) else "en"
 
 
 def abstain_answer(question: str) -> str:

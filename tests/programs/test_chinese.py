@@ -20,6 +20,9 @@ KB = [passage("z1", "苍鹭货运自行车的电池容量为 630 瓦时，经济
 @pytest.mark.parametrize("question,language", [
     ("苍鹭的续航是多少公里？", "zh"), ("Heron 的续航是多少？", "zh"), ("What is the range of the Heron?", "en"),
     ("What does 苍鹭 mean in the Kestrel catalogue?", "en"), ("", "en"), ("蒼鷺的續航是多少？", "zh"),
+    # a long Latin config name is one word, not 23 letters outweighing the Chinese around it
+    ("如何配置 Kubernetes HorizontalPodAutoscaler？", "zh"), ("PostgreSQL 的 max_connections 默认值是多少", "zh"),
+    ("Is the 红隼工坊 shop open today?", "en"),
 ])
 def test_question_language(question, language):
     assert question_language(question) == language
