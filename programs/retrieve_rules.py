@@ -125,7 +125,7 @@ _FILLER = {
     "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "hundred", "thousand", "(", ")",
 }
 _TOKEN = re.compile(r"\d+/\d+|\d+(?:\.\d+)?%?|\.\d+%?|[a-z']+|[+\-*/^=%()]")
-_ZH_NUM = r"\d+(?:\.\d+)?%?"
+_ZH_NUM = r"(?:\d+(?:\.\d+)?%?|[零〇一二两三四五六七八九十百千万亿点]+)"  # digits, or a Chinese numeral
 _ZH_OP = r"(?:加上|加|减去|减|乘以|乘|除以|除|[+\-*/^])"
 _ZH_ARITH = re.compile(
     rf"^(?:请问|请|帮我)?(?:计算一下|计算|算一下|算算|求)?"

@@ -18,6 +18,9 @@ SPLITS = Path(__file__).resolve().parents[2] / "data" / "splits" / "retrieve"
     ("Calculate 2,400 divided by 16.", "arithmetic"),
     ("Is 57 divisible by 3?", "arithmetic"),
     ("3加5等于几", "arithmetic"),
+    ("三加五等于多少？", "arithmetic"),  # Chinese numerals
+    ("一百减二十是多少", "arithmetic"),
+    ("三的平方是多少", "arithmetic"),
     ("计算 144 除以 12", "arithmetic"),
     ("７乘以８是多少？", "arithmetic"),
     ("How many hours are in 2 weeks?", "unit_conversion"),
@@ -70,6 +73,8 @@ def test_explicit_documents_always_retrieve(question):
     "长城有多长？",
     "上海中心大厦是哪一年竣工的？",
     "为什么称猴面包树为笨蛋水果？",
+    "三里屯在哪里？",  # a Chinese numeral in a name is no calculation
+    "十一月有多少天？",
 ])
 def test_impersonal_factual_questions_retrieve(question):
     assert match_rule(question) == ("yes", "factual_question")
