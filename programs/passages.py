@@ -33,7 +33,7 @@ def quote(text: str, title: str, max_chars: int) -> str:
     return (f"({quote_safe(title)}) " if title else "") + f"«{quote_safe(_clip(text, max_chars))}»"
 
 
-_WORD = re.compile(r"[^\W\d_]{3,}|\d+", re.UNICODE)
+_WORD = re.compile(r"[^\W\d_\u3400-\u9fff\uf900-\ufaff]{3,}|\d+", re.UNICODE)  # CJK: bigrams, below
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _BOUNDARY = re.compile(r"(?<=[.!?。！？；;])\s*|\n+")
 _STOP = frozenset("the and for with what who whom whose which when where why how does did are was were "
