@@ -79,8 +79,9 @@ def tokens(text: str, cjk: bool | None = None) -> list[str]:
     """Tokens used by F1. ``cjk=None`` decides from the text itself."""
     if cjk is None:
         cjk = has_cjk(text)
-    if cjk:
-        return _MIXED_TOKEN_RE.findall(normalize_cjk(text))
+    text = unicodedata.normalize("NFKC", text or "")  # full-width letters and digits are the same tokens
+    if cjk:  # each CJK character a token; a Latin word or a number one token (spaces still separate them)
+        return _MIXED_TOKEN_RE.findall("".join(" " if _is_punct(ch) else ch for ch in text.lower()))
     return normalize_answer(text).split()
 
 

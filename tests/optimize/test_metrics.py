@@ -43,6 +43,10 @@ def test_chinese_character_f1():
     # mixed text: ["1998", "年"] vs ["1998", "年", "春"]: P=1, R=2/3 -> F1=0.8
     assert M.token_f1("1998年", "1998年春") == pytest.approx(0.8)
     assert M.tokens("Nexon开发") == ["nexon", "开", "发"]
+    # Latin words stay words in Chinese text (a space separates them; it is not deleted first)
+    assert M.tokens("使用 Apache Kafka 和 Redis") == ["使", "用", "apache", "kafka", "和", "redis"]
+    assert M.token_f1("答案是 New York City", "New York") == pytest.approx(0.5)
+    assert M.token_f1("１２３", "123") == 1.0  # full width is the same token
 
 
 def test_answer_f1_best_over_answers_and_trace_threshold():
