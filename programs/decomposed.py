@@ -30,6 +30,7 @@ from programs.types import Passage
 from signatures import AnswerSubQuestion, ComposeAnswer, DecomposeQuestion, JudgeSupport
 
 UNKNOWN = "unknown"
+UNKNOWN_SAID = frozenset({"", "unknown", "未知", "不知道", "不清楚", "无法确定"})
 
 
 class SerialDecomposition(StrategyRetrieval, RAGModule):
@@ -51,7 +52,8 @@ class SerialDecomposition(StrategyRetrieval, RAGModule):
         pred, _ = self._generator(tracer, "answer_sub_question", self.answer_sub_question, "sub_answer",
                                   sub_question=sub, answers_so_far=solved, passages=self._evidence(passages))
         answer = " ".join(str(pred.sub_answer or "").split()) if pred is not None else ""
-        return answer or UNKNOWN
+        # "unknown" as the instructions ask, or as a model answering a Chinese question may say it
+        return UNKNOWN if answer.strip(" .。").lower() in UNKNOWN_SAID else answer
 
     def _compose(self, tracer: Tracer, question: str, solved: list[str], passages: list[Passage]) -> Candidate | None:
         pred, _ = self._generator(tracer, "compose_answer", self.compose_answer, "answer", question=question,

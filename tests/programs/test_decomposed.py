@@ -98,3 +98,10 @@ def test_each_sub_question_is_filtered_on_its_own_words():
     rag(question="How did the Heron's range change between the 2021 and the 2023 manual?")
     assert retriever.filters == [{"year": {"$eq": 2021}}, {"year": {"$eq": 2023}}]
     assert engine.count("extract_filters") == 2
+
+
+def test_a_sub_answer_of_unknown_in_chinese_adds_nothing_to_the_next_query():
+    script = dict(SCRIPT, answer_sub_question=lambda inp: {"sub_answer": "未知。"})
+    retriever = ByTopic(KB)
+    run(script, retriever)
+    assert all("(" not in q for q in retriever.queries)  # no "(未知)" appended as a known answer
