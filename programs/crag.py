@@ -191,11 +191,9 @@ class CorrectiveRAG(RAGModule):
         nxt = route_after_refinement(len(knowledge))
         tracer.note("route", nxt, knowledge=len(knowledge))
         if nxt == "abstain":
-            searched_web = (self.web_search is not None and self.config.max_web_rounds > 0
-                            and action in ("incorrect", "ambiguous"))
             retrieval_failed = any(s.step == "retrieve" and not s.ok for s in tracer.steps)
             return self._finish(tracer, question, start, None, used_web=bool(web_knowledge),
-                                reason=nothing_found_reason(tracer.steps, searched_web, retrieval_failed))
+                                reason=nothing_found_reason(tracer.steps, retrieval_failed))
 
         candidates: list[Candidate] = []
         regenerations = 0

@@ -116,15 +116,17 @@ def web_passages_used(steps: Sequence[TraceStep]) -> bool:
     return any(s.step == "web_search" and s.ok and isinstance(s.output, int) and s.output > 0 for s in steps)
 
 
-def nothing_found_reason(steps: Sequence[TraceStep], used_web: bool, retrieval_failed: bool) -> AbstainReason:
+def nothing_found_reason(steps: Sequence[TraceStep], retrieval_failed: bool) -> AbstainReason:
     """Why a program found no passage to draft from: every relevance grade failed (``lm_error``), the web
     it searched failed on every round (``web_failed``; ``retrieval_failed`` when the knowledge base had
-    failed too), the knowledge base could not be searched (``retrieval_failed``), else nothing passed
-    the relevance judgement (``no_relevant_passage``)."""
+    failed too — a round the web budget refused, or no web configured, is no search), the knowledge base
+    could not be searched (``retrieval_failed``), else nothing passed the relevance judgement
+    (``no_relevant_passage``)."""
     grades = [s for s in steps if s.step in DECIDING_STAGES["relevance"]]
     if grades and not any(s.ok for s in grades):
         return "lm_error"
-    if used_web and not any(s.ok for s in steps if s.step == "web_search"):
+    searched = [s for s in steps if s.step == "web_search" and s.error_kind not in ("budget", "disabled")]
+    if searched and not any(s.ok for s in searched):
         return "retrieval_failed" if retrieval_failed else "web_failed"
     if retrieval_failed:
         return "retrieval_failed"

@@ -350,7 +350,7 @@ class SelfRAG(CalibrationProbes, RAGModule):
                 return self._finish(tracer, question, start, None, used_web=used_web,
                                     reason="answer_not_stated" if ever_not_stated else
                                     "low_similarity" if dissimilar else
-                                    nothing_found_reason(tracer.steps, used_web, retrieval_failed))
+                                    nothing_found_reason(tracer.steps, retrieval_failed))
             if nxt == "rewrite":
                 rewrites += 1
                 pred, _ = self._generator(tracer, "rewrite_query", self.rewrite_query, "query",

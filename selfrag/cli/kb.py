@@ -24,7 +24,6 @@ from selfrag.cli.common import (CollectionOpt, ConfigOpt, IndexOpt, ModelOpt, Pr
 
 if TYPE_CHECKING:  # pragma: no cover
     from selfrag.kb.indexes import IndexReport
-    from selfrag.kb.knowledge_base import KnowledgeBase
     from selfrag.kb.ingest import IngestReport
     from selfrag.kb.knowledge_base import KnowledgeBase
     from selfrag.kb.loaders import Skipped

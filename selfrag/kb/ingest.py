@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
@@ -95,25 +94,10 @@ def _progress(enabled: bool, total: int, description: str):
     return progress
 
 
-def _same_value(stored: Any, new: Any) -> bool:
-    """Whether a stored metadata value is ``new`` as Chroma keeps it (an int too large for 64 bits comes
-    back as a float)."""
-    if stored == new:
-        return True
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (stored, new))
-    return numbers and float(stored) == float(new)
-
-
-def _same_metadata(stored: dict, new: dict) -> bool:
-    new = {k: v for k, v in new.items() if not (isinstance(v, float) and math.isnan(v))}  # Chroma drops NaN
-    return stored.keys() == new.keys() and all(_same_value(stored[k], new[k]) for k in new)
-
-
 def changed_metadata(store: ChromaStore, records: Sequence[ChunkRecord]) -> list[ChunkRecord]:
-    """The stored ``records`` whose stored metadata differs from theirs (as Chroma would store it: a NaN
-    value dropped, a huge int as a float — neither is a change)."""
+    """The stored ``records`` whose stored metadata differs from theirs (as Chroma would store it)."""
     stored = store.metadatas([r.id for r in records])
-    return [r for r in records if r.id in stored and not _same_metadata(stored[r.id], clean_metadata(r.metadata))]
+    return [r for r in records if r.id in stored and stored[r.id] != clean_metadata(r.metadata)]
 
 
 def write_chunks(store: ChromaStore, embedder: Embedder, records: Sequence[ChunkRecord],

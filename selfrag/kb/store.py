@@ -7,6 +7,7 @@ function (which downloads a model) is never used.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import uuid
 from pathlib import Path
@@ -82,7 +83,9 @@ def _valid_text(text: str) -> str:
 
 def clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     """Chroma accepts str/int/float/bool values under non-empty keys not starting with ``$``, ``#`` or
-    ``chroma:``: drop None values and refused keys, stringify the rest, and replace lone surrogates."""
+    ``chroma:``: drop None values and refused keys, stringify the rest, and replace lone surrogates — and
+    give numbers the form Chroma keeps (a NaN is dropped, an int beyond 64 bits is a float), so stored
+    metadata compares equal to the metadata it was written from."""
     import json
 
     from selfrag.kb.loaders import bad_metadata_key
@@ -90,10 +93,12 @@ def clean_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in meta.items():
         key = _valid_text(str(key))
-        if value is None or bad_metadata_key(key):
+        if value is None or bad_metadata_key(key) or (isinstance(value, float) and math.isnan(value)):
             continue
         if isinstance(value, str):
             out[key] = _valid_text(value)
+        elif isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
+            out[key] = float(value)
         elif isinstance(value, (int, float, bool)):
             out[key] = value
         else:
