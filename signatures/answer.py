@@ -19,7 +19,8 @@ class GenerateAnswer(dspy.Signature):
 class AnswerDirectly(dspy.Signature):
     """Answer the question directly and briefly from general knowledge, without documents.
 
-    If the question needs specific facts you do not know, say so instead of guessing."""
+    Answer in the language of the question, unless it asks for another language. If the question
+    needs specific facts you do not know, say so instead of guessing."""
 
     question: str = dspy.InputField()
     answer: str = dspy.OutputField()

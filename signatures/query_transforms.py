@@ -12,8 +12,8 @@ class ParaphraseQuery(dspy.Signature):
     """Write different search queries for the same information need as the question (multi-query).
 
     Each paraphrase keeps every entity, date and constraint of the question but uses other words
-    or another angle, so together they find passages a single wording would miss. Do not answer the
-    question. Return only the queries, one per list item."""
+    or another angle, so together they find passages a single wording would miss. Write them in the
+    language of the question. Do not answer the question. Return only the queries, one per list item."""
 
     question: str = dspy.InputField()
     n: int = dspy.InputField(desc="how many paraphrases to write")
@@ -25,7 +25,7 @@ class DecomposeQuestion(dspy.Signature):
 
     Each sub-question asks one thing and can be looked up on its own; together they cover the
     question. A question that already asks one thing is returned as its only sub-question. Keep the
-    entities' full names in every sub-question."""
+    entities' full names in every sub-question, and the language of the question."""
 
     question: str = dspy.InputField()
     max_subquestions: int = dspy.InputField()
@@ -37,7 +37,7 @@ class StepBackQuestion(dspy.Signature):
 
     The step-back question asks about the broader concept, entity or period whose description
     would contain the answer, e.g. "Which team did Ann Lee play for in 2004?" → "What is Ann Lee's
-    career history?". Return only the question."""
+    career history?". Write it in the language of the question. Return only the question."""
 
     question: str = dspy.InputField()
     step_back_question: str = dspy.OutputField()
