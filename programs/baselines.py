@@ -59,7 +59,8 @@ class NoRetrieval(RAGModule):
     def forward(self, question: str) -> dspy.Prediction:
         question = self._question(question)
         tracer, start = Tracer(), time.perf_counter()
-        pred, _ = self._generator(tracer, "answer_directly", self.answer_directly, "answer", question=question)
+        pred, _ = self._generator(tracer, "answer_directly", self._bounded(self.answer_directly, question),
+                                  "answer", question=question)
         answer = str(pred.answer or "").strip() if pred is not None else ""
         best = Candidate(answer=answer, passages=[], relevant=False, origin="direct") if answer else None
         return self._finish(tracer, question, start, best, retrieved=False)

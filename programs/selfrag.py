@@ -428,7 +428,8 @@ class SelfRAG(CalibrationProbes, RAGModule):
 
     def _direct(self, tracer: Tracer, question: str, start: float) -> dspy.Prediction:
         """No retrieval: answer from the LM alone, then rate usefulness (no support to judge)."""
-        pred, _ = self._generator(tracer, "answer_directly", self.answer_directly, "answer", question=question)
+        pred, _ = self._generator(tracer, "answer_directly", self._bounded(self.answer_directly, question),
+                                  "answer", question=question)
         if pred is None or not str(pred.answer or "").strip():
             return self._finish(tracer, question, start, None, retrieved=False,
                                 reason="lm_error" if pred is None else "direct_unanswerable")

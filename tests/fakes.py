@@ -137,6 +137,7 @@ class ScriptedEngine:
         self.probs = probs or {}
         self.calls: list[tuple[str, dict[str, str]]] = []
         self.temperatures: list[tuple[str, float | None]] = []  # (role, the request's temperature)
+        self.response_formats: list[tuple[str, Any]] = []  # (role, the request's response_format)
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
         self._lock = threading.Lock()
@@ -150,6 +151,7 @@ class ScriptedEngine:
         with self._lock:
             self.calls.append((role, inputs))
             self.temperatures.append((role, getattr(getattr(request, "config", None), "temperature", None)))
+            self.response_formats.append((role, getattr(getattr(request, "config", None), "response_format", None)))
         reply = self.script.get(role)
         if reply is None and role == "grade_relevance_batch" and "grade_relevance" in self.script:
             reply = _batch_from_single(self.script["grade_relevance"], inputs)

@@ -5,6 +5,12 @@ decoding is constrained by a grammar built from the schema (Literal outputs beco
 cannot leave). ``config.logprobs`` (an int: how many top alternatives per token; DSPy sets it from
 ``dspy.LM(..., logprobs=True, top_logprobs=K)``) is read by :func:`requested_logprobs`; the engine
 captures them itself (see :mod:`selfrag.lm.llamacpp_logprobs`), so it is not passed to llama.cpp.
+
+llama.cpp's grammar parser refuses a repetition deeper than about a thousand (llama-cpp-python writes
+``maxLength: N`` as N nested optional groups), and llama-cpp-python then crashes the process on the missing
+sampler. So a ``maxLength`` / ``maxItems`` above :data:`MAX_GRAMMAR_BOUND` is lowered to it (a tighter bound
+still satisfies the schema), and a schema is used only when llama.cpp's own parser takes its grammar; else
+decoding falls back to any JSON, with a warning.
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ from dspy.lm15 import Request
 from selfrag.lm.llamacpp_model import PROVIDER
 
 logger = logging.getLogger(__name__)
+
+# The deepest maxLength / maxItems llama.cpp's grammar parser takes (measured: 1,000 parses, 1,050 does not).
+MAX_GRAMMAR_BOUND = 1000
+_BOUND_KEYS = ("maxLength", "maxItems")
 
 def _text_of(parts, where: str) -> str:
     texts = []
@@ -60,21 +70,41 @@ def to_chat_messages(request: Request) -> list[dict[str, str]]:
     return messages
 
 
+def within_grammar_bounds(schema: Any) -> Any:
+    """``schema`` with every ``maxLength`` / ``maxItems`` above :data:`MAX_GRAMMAR_BOUND` lowered to it."""
+    if isinstance(schema, dict):
+        out = {k: within_grammar_bounds(v) for k, v in schema.items()}
+        for key in _BOUND_KEYS:
+            if isinstance(out.get(key), int) and out[key] > MAX_GRAMMAR_BOUND:
+                out[key] = MAX_GRAMMAR_BOUND
+        return out
+    if isinstance(schema, list):
+        return [within_grammar_bounds(v) for v in schema]
+    return schema
+
+
 @functools.lru_cache(maxsize=64)
 def _schema_compiles(schema_json: str) -> bool:
-    """Whether llama.cpp turns the schema into a grammar (it silently falls back to any-JSON otherwise)."""
+    """Whether llama.cpp turns the schema into a grammar its own parser takes (llama-cpp-python's converter
+    accepts more than the parser does, and a grammar the parser refuses crashes the process at sampling)."""
     try:
-        from llama_cpp.llama_grammar import LlamaGrammar
-
-        LlamaGrammar.from_json_schema(schema_json, verbose=False)
-        return True
+        import llama_cpp
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
     except ImportError:
         return True  # a fake Llama in tests; nothing to check against
+    try:
+        gbnf = json_schema_to_gbnf(schema_json)
     except Exception as exc:  # noqa: BLE001 - any converter failure means "no schema grammar"
         logger.warning(
             "llama.cpp cannot compile this JSON schema to a grammar (%s); decoding any JSON instead", exc
         )
         return False
+    sampler = llama_cpp.llama_sampler_init_grammar(None, gbnf.encode("utf-8"), b"root")  # parse only: no vocab
+    if not sampler:
+        logger.warning("llama.cpp's grammar parser refuses this JSON schema's grammar; decoding any JSON instead")
+        return False
+    llama_cpp.llama_sampler_free(sampler)
+    return True
 
 
 def to_llama_response_format(response_format: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -85,7 +115,7 @@ def to_llama_response_format(response_format: dict[str, Any] | None) -> dict[str
     if kind == "json_object":
         return {"type": "json_object"}
     if kind == "json_schema":
-        schema = response_format["schema"]
+        schema = within_grammar_bounds(response_format["schema"])
         if _schema_compiles(json.dumps(schema, sort_keys=True)):
             return {"type": "json_object", "schema": schema}
         return {"type": "json_object"}

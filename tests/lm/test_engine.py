@@ -316,3 +316,41 @@ def test_declared_output_bounds_reach_the_grammar_schema():
     assert "maxItems" not in schema["properties"]["free"]
     LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)  # llama.cpp accepts it
     assert to_llama_response_format({"type": "json_schema", "schema": schema})["schema"] == schema
+
+
+def _bounded_answer_schema(n):
+    return {"type": "object", "required": ["answer", "citations"],
+            "properties": {"answer": {"type": "string", "maxLength": n},
+                           "citations": {"type": "array", "items": {"type": "integer"}, "maxItems": n}}}
+
+
+def test_a_bound_llama_cpp_cannot_parse_is_lowered_not_crashed_on():
+    """llama-cpp-python writes maxLength N as N nested groups; llama.cpp's parser refuses ~1,050 and deeper, and
+    the process then crashed at sampling (a 1,176-character answer bound did, on the local model)."""
+    from selfrag.lm.llamacpp_request import MAX_GRAMMAR_BOUND, _schema_compiles, within_grammar_bounds
+
+    too_deep = _bounded_answer_schema(MAX_GRAMMAR_BOUND + 176)
+    assert not _schema_compiles(json.dumps(too_deep, sort_keys=True))  # llama.cpp's own parser says no
+    lowered = within_grammar_bounds(too_deep)
+    assert lowered["properties"]["answer"]["maxLength"] == MAX_GRAMMAR_BOUND
+    assert lowered["properties"]["citations"]["maxItems"] == MAX_GRAMMAR_BOUND
+    assert too_deep["properties"]["answer"]["maxLength"] == MAX_GRAMMAR_BOUND + 176  # the caller's schema is kept
+    assert _schema_compiles(json.dumps(lowered, sort_keys=True))
+    sent = to_llama_response_format({"type": "json_schema", "schema": too_deep})
+    assert sent == {"type": "json_object", "schema": lowered}
+    small = _bounded_answer_schema(400)
+    assert within_grammar_bounds(small) == small
+
+
+def test_a_schema_whose_grammar_the_parser_refuses_decodes_any_json(monkeypatch):
+    import llama_cpp
+
+    from selfrag.lm import llamacpp_request
+
+    llamacpp_request._schema_compiles.cache_clear()
+    monkeypatch.setattr(llama_cpp, "llama_sampler_init_grammar", lambda vocab, grammar, root: None)
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    try:
+        assert to_llama_response_format({"type": "json_schema", "schema": schema}) == {"type": "json_object"}
+    finally:
+        llamacpp_request._schema_compiles.cache_clear()

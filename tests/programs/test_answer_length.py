@@ -1,0 +1,97 @@
+"""programs/answer_length.py: a written answer is bounded to what fits in the generator's max_tokens, in the
+question's language, through the output schema — and the compiled predictor is still the one that runs."""
+
+import dspy
+import pytest
+
+from programs.answer_length import (JSON_OVERHEAD_TOKENS, MIN_ANSWER_CHARS, answer_max_chars, bounded_answer,
+                                    lm_max_tokens)
+from programs.baselines import VanillaRAG
+from programs.selfrag import SelfRAG
+from programs.settings import ProgramSettings
+from selfrag.lm.compact_adapter import CompactJSONAdapter
+from tests.fakes import ListRetriever, ScriptedEngine, passage
+
+KB = [passage("p1", "The Heron cargo bike has a range of 120 km on one charge."),
+      passage("p2", "苍鹭货运自行车一次充电可行驶120公里。")]
+DRAFT = {"answer": "120 km", "citations": [1], "answerable": True}
+
+
+class SchemaEngine(ScriptedEngine):
+    """Declares constrained decoding, as the llama.cpp engine does: the adapter then sends the output schema."""
+    supports_response_schema = True
+    supported_params = frozenset({"temperature", "max_tokens", "response_format", "logprobs", "top_logprobs"})
+
+
+def lm_with(engine, max_tokens):
+    return dspy.LM("scripted/test", engine=engine, cache=False, max_tokens=max_tokens)
+
+
+def answer_schema(engine, role):
+    formats = [rf for r, rf in engine.response_formats if r == role]
+    assert formats, f"no {role} call"
+    return formats[-1]["schema"]["properties"]["answer"]
+
+
+def test_the_bound_is_what_fits_in_max_tokens_for_the_language():
+    assert answer_max_chars(384, "zh") == int((384 - JSON_OVERHEAD_TOKENS) * 1.2)
+    assert answer_max_chars(384, "en") == int((384 - JSON_OVERHEAD_TOKENS) * 3.5)
+    assert answer_max_chars(384, "zh") < answer_max_chars(384, "en")
+    assert answer_max_chars(None, "en") is None and answer_max_chars(0, "zh") is None
+    assert answer_max_chars(40, "zh") == MIN_ANSWER_CHARS  # a tiny max_tokens still leaves a usable answer
+    assert answer_max_chars(384, "ja") == answer_max_chars(384, "zh")  # an unknown language: the tighter ratio
+
+
+def test_max_tokens_is_read_from_the_lm_else_the_configured_one():
+    engine = ScriptedEngine({})
+    assert lm_max_tokens(lm_with(engine, 200)) == 200
+    assert lm_max_tokens(lm_with(engine, None)) is None
+    with dspy.context(lm=lm_with(engine, 300)):
+        assert lm_max_tokens(None) == 300
+
+
+@pytest.mark.parametrize("question, language", [("What is the range of the Heron?", "en"),
+                                                ("苍鹭货运自行车的续航是多少？", "zh")])
+def test_the_draft_schema_bounds_the_answer_by_the_question_language(question, language):
+    engine = SchemaEngine({"generate_answer": DRAFT, "judge_support": {"support": "fully"},
+                             "check_answer": {"stated": "yes"}, "grade_relevance": {"relevance": "relevant"}})
+    program = VanillaRAG(ListRetriever(KB), config=ProgramSettings(k=2), generator_lm=lm_with(engine, 200),
+                         adapter=CompactJSONAdapter())
+    program(question=question)
+    assert answer_schema(engine, "generate_answer")["maxLength"] == answer_max_chars(200, language)
+
+
+def test_without_max_tokens_the_answer_is_unbounded():
+    engine = SchemaEngine({"generate_answer": DRAFT})
+    program = VanillaRAG(ListRetriever(KB), generator_lm=lm_with(engine, None), adapter=CompactJSONAdapter())
+    program(question="What is the range of the Heron?")
+    assert "maxLength" not in answer_schema(engine, "generate_answer")
+
+
+def test_a_direct_answer_is_bounded_too():
+    engine = SchemaEngine({"answer_directly": {"answer": "四十七"}, "judge_usefulness": {"usefulness": 5}})
+    program = SelfRAG(ListRetriever(KB), config=ProgramSettings(retrieve_mode="never"),
+                      generator_lm=lm_with(engine, 120), adapter=CompactJSONAdapter())
+    result = program(question="12加上35等于多少？")
+    assert result.answer == "四十七"
+    assert answer_schema(engine, "answer_directly")["maxLength"] == answer_max_chars(120, "zh")
+
+
+def test_the_bounded_call_runs_the_compiled_predictor_its_demos_and_its_trace_entry():
+    engine = SchemaEngine({"generate_answer": DRAFT})
+    program = VanillaRAG(ListRetriever(KB), generator_lm=lm_with(engine, 200), adapter=CompactJSONAdapter())
+    program.generate_answer.demos = [dspy.Example(question="demo question?", passages="[1] demo passage",
+                                                  answer="demo answer", citations=[1], answerable=True)]
+    with dspy.context(trace=[]):
+        program(question="What is the range of the Heron?")
+        trace = list(dspy.settings.trace)
+    # an optimizer maps trace entries to predictors by identity: the entry is the program's own predictor
+    assert [entry[0] for entry in trace] == [program.generate_answer]
+    prompt = " ".join(str(m) for m in program.generator_lm.history[-1]["messages"])
+    assert "demo answer" in prompt
+    assert "maxLength" not in str(program.generate_answer.signature.output_fields["answer"].json_schema_extra)
+
+
+def test_bounded_answer_without_a_bound_is_the_predictor_itself():
+    predictor = dspy.Predict("question -> answer")
+    assert bounded_answer(predictor, "answer", None) is predictor
