@@ -18,8 +18,9 @@ evaluates it once):
 Demos are user/assistant turns before the request, formatted the same way (without the task block).
 Parsing is ``JSONAdapter``'s, unchanged. So is the response format, except that an output field declared
 with ``dspy.OutputField(max_length=N)`` keeps that bound in the schema (``maxItems`` for a list,
-``maxLength`` for a string; ``JSONAdapter`` drops field constraints): under constrained decoding a small
-model otherwise fills a ``list[str]`` until ``max_tokens`` runs out.
+``maxLength`` for a string — the latter only for an engine that enforces it under its grammar, the in-process
+llama.cpp one; ``JSONAdapter`` drops field constraints): under constrained decoding a small model otherwise
+fills a ``list[str]`` until ``max_tokens`` runs out, or copies a whole passage into an answer.
 """
 
 from __future__ import annotations
@@ -91,16 +92,25 @@ def output_bounds(signature: type[dspy.Signature]) -> dict[str, int]:
     return bounds
 
 
-def bounded_schema(schema: dict[str, Any], bounds: dict[str, int]) -> dict[str, Any]:
-    """``schema`` (an object's JSON schema) with each bounded property's ``maxItems`` / ``maxLength`` set."""
+def bounded_schema(schema: dict[str, Any], bounds: dict[str, int], strings: bool = True) -> dict[str, Any]:
+    """``schema`` (an object's JSON schema) with each bounded property's ``maxItems`` / ``maxLength`` set
+    (``maxLength`` only with ``strings``)."""
     props = schema.get("properties", {})
+    kinds = {"array": "maxItems", "string": "maxLength"} if strings else {"array": "maxItems"}
     for name, n in bounds.items():
         prop = props.get(name)
         if isinstance(prop, dict):
-            key = {"array": "maxItems", "string": "maxLength"}.get(prop.get("type"))
+            key = kinds.get(prop.get("type"))
             if key is not None:
                 prop[key] = n
     return schema
+
+
+def enforces_string_bounds(lm: Any) -> bool:
+    """Whether ``lm`` decodes under a grammar that enforces a string's ``maxLength`` (its engine says so: the
+    in-process llama.cpp engine). Providers' structured-output modes differ in which string keywords they
+    accept, and a strong remote model needs no bound to close its reply, so they are not sent one."""
+    return bool(getattr(getattr(lm, "engine", None), "enforces_string_bounds", False))
 
 
 class CompactJSONAdapter(dspy.JSONAdapter):
@@ -129,5 +139,5 @@ class CompactJSONAdapter(dspy.JSONAdapter):
         super()._prepare_response_format(lm, lm_kwargs, signature)
         model, bounds = lm_kwargs.get("response_format"), output_bounds(signature)
         if bounds and isinstance(model, type) and issubclass(model, pydantic.BaseModel):  # a fresh model per call
-            schema = bounded_schema(model.model_json_schema(), bounds)
+            schema = bounded_schema(model.model_json_schema(), bounds, strings=enforces_string_bounds(lm))
             model.model_json_schema = lambda *args, **kwargs: schema  # as JSONAdapter itself returns its schema

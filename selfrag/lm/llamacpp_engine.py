@@ -92,6 +92,7 @@ class LlamaCppEngine:
     """In-process llama.cpp engine for ``dspy.LM(..., engine=LlamaCppEngine(path))``."""
 
     supports_response_schema = True
+    enforces_string_bounds = True  # a maxLength in the schema becomes part of the grammar (compact_adapter)
     supports_function_calling = False
     supports_reasoning = False
     supported_params = frozenset(

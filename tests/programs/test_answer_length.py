@@ -18,8 +18,10 @@ DRAFT = {"answer": "120 km", "citations": [1], "answerable": True}
 
 
 class SchemaEngine(ScriptedEngine):
-    """Declares constrained decoding, as the llama.cpp engine does: the adapter then sends the output schema."""
+    """Declares grammar-constrained decoding, as the llama.cpp engine does: the adapter then sends the output
+    schema with its string bounds."""
     supports_response_schema = True
+    enforces_string_bounds = True
     supported_params = frozenset({"temperature", "max_tokens", "response_format", "logprobs", "top_logprobs"})
 
 
@@ -90,6 +92,24 @@ def test_the_bounded_call_runs_the_compiled_predictor_its_demos_and_its_trace_en
     prompt = " ".join(str(m) for m in program.generator_lm.history[-1]["messages"])
     assert "demo answer" in prompt
     assert "maxLength" not in str(program.generate_answer.signature.output_fields["answer"].json_schema_extra)
+
+
+def test_a_backend_without_a_grammar_gets_no_string_bound():
+    """A LiteLLM provider's structured outputs may refuse maxLength: it is sent to the in-process engine only."""
+
+    class ProviderEngine(SchemaEngine):
+        enforces_string_bounds = False
+
+    engine = ProviderEngine({"generate_answer": DRAFT})
+    program = VanillaRAG(ListRetriever(KB), generator_lm=lm_with(engine, 200), adapter=CompactJSONAdapter())
+    program(question="苍鹭货运自行车的续航是多少？")
+    assert "maxLength" not in answer_schema(engine, "generate_answer")
+
+
+def test_the_llama_cpp_engine_declares_it_enforces_string_bounds():
+    from selfrag.lm.llamacpp_engine import LlamaCppEngine
+
+    assert LlamaCppEngine.enforces_string_bounds is True
 
 
 def test_bounded_answer_without_a_bound_is_the_predictor_itself():
