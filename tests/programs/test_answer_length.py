@@ -94,6 +94,20 @@ def test_the_bounded_call_runs_the_compiled_predictor_its_demos_and_its_trace_en
     assert "maxLength" not in str(program.generate_answer.signature.output_fields["answer"].json_schema_extra)
 
 
+def test_decompose_serial_bounds_its_sub_answers_and_its_composed_answer():
+    from programs.decomposed import SerialDecomposition
+
+    engine = SchemaEngine({"decompose_question": {"sub_questions": ["苍鹭的续航是多少？"]},
+                           "answer_sub_question": {"sub_answer": "120公里"},
+                           "generate_answer": DRAFT, "judge_support": {"support": "fully"}})  # compose: its fields
+    program = SerialDecomposition(ListRetriever(KB), generator_lm=lm_with(engine, 200), adapter=CompactJSONAdapter())
+    program(question="What is the range of the Heron cargo bike?")
+    formats = dict(engine.response_formats)
+    assert formats["answer_sub_question"]["schema"]["properties"]["sub_answer"]["maxLength"] == \
+        answer_max_chars(200, "zh")  # the sub-question's own language
+    assert answer_schema(engine, "generate_answer")["maxLength"] == answer_max_chars(200, "en")
+
+
 def test_a_backend_without_a_grammar_gets_no_string_bound():
     """A LiteLLM provider's structured outputs may refuse maxLength: it is sent to the in-process engine only."""
 
