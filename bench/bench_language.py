@@ -61,7 +61,8 @@ def run(program: Any, name: str, predictor: Any, calls: list[dict[str, Any]],
     tracer = Tracer()
     outputs: list[str | None] = []
     for kwargs in calls:
-        pred, _ = program._generator(tracer, name, predictor, output, **kwargs)
+        bounded = program._bounded(predictor, kwargs["question"], output)  # as the program calls it
+        pred, _ = program._generator(tracer, name, bounded, output, **kwargs)
         value = None if pred is None else getattr(pred, output, None)
         outputs.append(value if isinstance(value, str) else None)
     return outputs, tracer.usage.lm_calls, tracer.usage.prompt_tokens

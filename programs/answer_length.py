@@ -7,15 +7,17 @@ schema (``maxLength``; :mod:`selfrag.lm.compact_adapter` keeps it, constrained d
 reply close in time: a run-on answer is cut, the citations and the ``answerable`` flag still follow.
 
 The bound is the tokens left after the JSON around the answer, times the characters a token holds in the
-question's language, taken below what the local model's tokenizer gives (Qwen2.5 on the labelled answers:
-1.37 characters a token for Chinese, 4.5 for English), so a bounded answer fits. An LM without ``max_tokens``
-gets no bound.
+language of the question or of a passage the answer reads, whichever holds fewer (a run-on answer copies a
+passage), taken below what the local model's tokenizer gives on average (Qwen2.5 on the labelled answers:
+1.37 characters a token for Chinese, 4.5 for English): a typical bounded answer fits; one dense with digits,
+each its own token, may still not. An LM without ``max_tokens`` gets no bound.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import dspy
 
@@ -31,6 +33,12 @@ def answer_max_chars(max_tokens: int | None, language: str) -> int | None:
         return None
     ratio = CHARS_PER_TOKEN.get(language, min(CHARS_PER_TOKEN.values()))
     return max(MIN_ANSWER_CHARS, int((max_tokens - JSON_OVERHEAD_TOKENS) * ratio))
+
+
+def min_answer_chars(max_tokens: int | None, languages: Iterable[str]) -> int | None:
+    """The tightest of :func:`answer_max_chars` over ``languages`` (the question's and its passages')."""
+    bounds = [answer_max_chars(max_tokens, language) for language in languages]
+    return min((b for b in bounds if b is not None), default=None)
 
 
 def lm_max_tokens(lm: Any) -> int | None:

@@ -19,10 +19,10 @@ from typing import Any, ClassVar, TypeVar
 
 import dspy
 
+from programs.answer_length import bounded_answer, lm_max_tokens, min_answer_chars
 from programs.batch_grading import parse_batch_verdicts
 from programs.failures import deciding_failure, web_passages_used
 from programs.judging import field_labels, record_soft, soft_of, soft_verdicts, text_logprob
-from programs.answer_length import answer_max_chars, bounded_answer, lm_max_tokens
 from programs.language import abstain_answer, question_language
 from programs.passages import cited_passages, citation, format_passages, passage_ref
 from programs.retriever_calls import query_warning, retriever_embedder
@@ -161,10 +161,14 @@ class RAGModule(dspy.Module):
     def _map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         return parallel_map(fn, items, self.config.num_threads)
 
-    def _bounded(self, predictor: dspy.Predict, question: str, field: str = "answer") -> Callable[..., Any]:
+    def _bounded(self, predictor: dspy.Predict, question: str, field: str = "answer",
+                 passages: Iterable[Passage] = ()) -> Callable[..., Any]:
         """``predictor`` with its ``field`` bounded to what fits in the generator's ``max_tokens`` in the
-        question's language (:mod:`programs.answer_length`)."""
-        limit = answer_max_chars(lm_max_tokens(self.generator_lm), question_language(question))
+        language of the question or of any passage it reads, the one with fewer characters a token (a run-on
+        answer copies a passage: an English question over Chinese passages copies Chinese;
+        :mod:`programs.answer_length`)."""
+        languages = {question_language(question)} | {question_language(p.text) for p in passages}
+        limit = min_answer_chars(lm_max_tokens(self.generator_lm), languages)
         return bounded_answer(predictor, field, limit)
 
     def _critic(self, tracer: Tracer, step: str, predictor, field: str, **inputs):
@@ -271,7 +275,8 @@ class RAGModule(dspy.Module):
                config: dict | None = None) -> Candidate | None:
         """One cited answer from ``passages`` (``self.generate_answer``); None when the call failed or
         the draft says the passages do not answer (recorded as ``candidate_dropped``)."""
-        pred, step = self._generator(tracer, "generate_answer", self._bounded(self.generate_answer, question),
+        pred, step = self._generator(tracer, "generate_answer",
+                                     self._bounded(self.generate_answer, question, passages=passages),
                                      "answer", config=config, question=question,
                                      passages=self._evidence(passages, question))
         if pred is None:

@@ -50,7 +50,7 @@ class SerialDecomposition(StrategyRetrieval, RAGModule):
 
     def _answer_step(self, tracer: Tracer, sub: str, solved: list[str], passages: list[Passage]) -> str:
         pred, _ = self._generator(tracer, "answer_sub_question", self._bounded(self.answer_sub_question, sub,
-                                                                               "sub_answer"),
+                                                                               "sub_answer", passages),
                                   "sub_answer", sub_question=sub, answers_so_far=solved,
                                   passages=self._evidence(passages))
         answer = " ".join(str(pred.sub_answer or "").split()) if pred is not None else ""
@@ -58,7 +58,8 @@ class SerialDecomposition(StrategyRetrieval, RAGModule):
         return UNKNOWN if answer.strip(" .。").lower() in UNKNOWN_SAID else answer
 
     def _compose(self, tracer: Tracer, question: str, solved: list[str], passages: list[Passage]) -> Candidate | None:
-        pred, _ = self._generator(tracer, "compose_answer", self._bounded(self.compose_answer, question), "answer",
+        pred, _ = self._generator(tracer, "compose_answer", self._bounded(self.compose_answer, question,
+                                                                                passages=passages), "answer",
                                   question=question, sub_answers=solved, passages=self._evidence(passages))
         if pred is None:
             return None

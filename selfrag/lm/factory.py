@@ -135,7 +135,9 @@ def build_lm(
 
 def build_adapter(lm: LMSettings) -> dspy.Adapter:
     """A JSON adapter for every profile: :class:`CompactJSONAdapter` (``lm.adapter = "compact"``, the
-    default) or ``dspy.JSONAdapter`` (``"json"``); both send the same output schema and parse the same way.
+    default) or ``dspy.JSONAdapter`` (``"json"``); both parse the same way and send the same output schema,
+    except that JSONAdapter drops field bounds (``max_length``): with it the local engine's grammar does not
+    cut a run-on answer or list (:mod:`programs.answer_length`), and such a reply may run out of tokens.
 
     In process it is the only sensible choice: the engine turns the signature's output schema into a
     grammar, so a Literal output can only be one of its values and the reply always parses. Through

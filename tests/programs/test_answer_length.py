@@ -5,15 +5,16 @@ import dspy
 import pytest
 
 from programs.answer_length import (JSON_OVERHEAD_TOKENS, MIN_ANSWER_CHARS, answer_max_chars, bounded_answer,
-                                    lm_max_tokens)
+                                    lm_max_tokens, min_answer_chars)
 from programs.baselines import VanillaRAG
 from programs.selfrag import SelfRAG
 from programs.settings import ProgramSettings
 from selfrag.lm.compact_adapter import CompactJSONAdapter
 from tests.fakes import ListRetriever, ScriptedEngine, passage
 
-KB = [passage("p1", "The Heron cargo bike has a range of 120 km on one charge."),
-      passage("p2", "苍鹭货运自行车一次充电可行驶120公里。")]
+KB_EN = [passage("p1", "The Heron cargo bike has a range of 120 km on one charge.")]
+KB_ZH = [passage("p2", "苍鹭货运自行车一次充电可行驶120公里。")]
+KB = KB_EN + KB_ZH
 DRAFT = {"answer": "120 km", "citations": [1], "answerable": True}
 
 
@@ -52,15 +53,27 @@ def test_max_tokens_is_read_from_the_lm_else_the_configured_one():
         assert lm_max_tokens(None) == 300
 
 
-@pytest.mark.parametrize("question, language", [("What is the range of the Heron?", "en"),
-                                                ("苍鹭货运自行车的续航是多少？", "zh")])
-def test_the_draft_schema_bounds_the_answer_by_the_question_language(question, language):
+@pytest.mark.parametrize("question, kb, language", [("What is the range of the Heron?", KB_EN, "en"),
+                                                    ("苍鹭货运自行车的续航是多少？", KB_ZH, "zh"),
+                                                    ("苍鹭货运自行车的续航是多少？", KB_EN, "zh")])
+def test_the_draft_schema_bounds_the_answer_by_the_question_language(question, kb, language):
     engine = SchemaEngine({"generate_answer": DRAFT, "judge_support": {"support": "fully"},
                              "check_answer": {"stated": "yes"}, "grade_relevance": {"relevance": "relevant"}})
-    program = VanillaRAG(ListRetriever(KB), config=ProgramSettings(k=2), generator_lm=lm_with(engine, 200),
+    program = VanillaRAG(ListRetriever(kb), config=ProgramSettings(k=2), generator_lm=lm_with(engine, 200),
                          adapter=CompactJSONAdapter())
     program(question=question)
     assert answer_schema(engine, "generate_answer")["maxLength"] == answer_max_chars(200, language)
+
+
+def test_an_english_question_over_chinese_passages_gets_the_chinese_bound():
+    """A run-on answer copies a passage: the passages' language counts, the tighter bound wins."""
+    engine = SchemaEngine({"generate_answer": DRAFT})
+    chinese = [passage("z1", "苍鹭货运自行车一次充电可行驶120公里，电池可拆卸，充满需要四个小时。")]
+    program = VanillaRAG(ListRetriever(chinese), generator_lm=lm_with(engine, 200), adapter=CompactJSONAdapter())
+    program(question="What is the range of the Heron?")
+    assert answer_schema(engine, "generate_answer")["maxLength"] == answer_max_chars(200, "zh")
+    assert min_answer_chars(200, {"en", "zh"}) == answer_max_chars(200, "zh")
+    assert min_answer_chars(None, {"en"}) is None
 
 
 def test_without_max_tokens_the_answer_is_unbounded():
@@ -91,7 +104,8 @@ def test_the_bounded_call_runs_the_compiled_predictor_its_demos_and_its_trace_en
     assert [entry[0] for entry in trace] == [program.generate_answer]
     prompt = " ".join(str(m) for m in program.generator_lm.history[-1]["messages"])
     assert "demo answer" in prompt
-    assert "maxLength" not in str(program.generate_answer.signature.output_fields["answer"].json_schema_extra)
+    # the bound went with the call: the program's own signature is untouched
+    assert "max_length" not in program.generate_answer.signature.output_fields["answer"].json_schema_extra
 
 
 def test_decompose_serial_bounds_its_sub_answers_and_its_composed_answer():
@@ -100,7 +114,8 @@ def test_decompose_serial_bounds_its_sub_answers_and_its_composed_answer():
     engine = SchemaEngine({"decompose_question": {"sub_questions": ["苍鹭的续航是多少？"]},
                            "answer_sub_question": {"sub_answer": "120公里"},
                            "generate_answer": DRAFT, "judge_support": {"support": "fully"}})  # compose: its fields
-    program = SerialDecomposition(ListRetriever(KB), generator_lm=lm_with(engine, 200), adapter=CompactJSONAdapter())
+    program = SerialDecomposition(ListRetriever(KB_EN), generator_lm=lm_with(engine, 200),
+                                  adapter=CompactJSONAdapter())
     program(question="What is the range of the Heron cargo bike?")
     formats = dict(engine.response_formats)
     assert formats["answer_sub_question"]["schema"]["properties"]["sub_answer"]["maxLength"] == \
