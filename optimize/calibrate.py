@@ -68,7 +68,7 @@ from programs.types import Passage, Usage
 
 SplitLoader = Callable[[str, str], Sequence[Any]]
 # false abstention ≤ 0.1 held by its upper confidence bound at 0.8, not the calibration sample's rate: fitted
-# at the rate itself, the ungraded refit reached 0.10 on train and 0.15 on ClapNQ dev (README, "Measured here")
+# at the rate itself, the ungraded refit reached 0.10 on train and 0.15 on ClapNQ dev (docs/measurements.md)
 DEFAULT_ANSWER_OBJECTIVE: tuple[str, float, float] = ("max_false_abstention", 0.1, 0.8)
 DEFAULT_VERIFIED_PRECISION = 0.9
 DEFAULT_SIMILARITY_FALSE_ABSTENTION = 0.04  # the gate's share of the answer objective's false-abstention budget
