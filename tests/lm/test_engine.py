@@ -354,3 +354,19 @@ def test_a_schema_whose_grammar_the_parser_refuses_decodes_any_json(monkeypatch)
         assert to_llama_response_format({"type": "json_schema", "schema": schema}) == {"type": "json_object"}
     finally:
         llamacpp_request._schema_compiles.cache_clear()
+
+
+def test_the_llama_cpp_engine_gets_the_answer_bound_in_its_grammar_schema():
+    """The in-process engine enforces string bounds: a program's draft reaches it with the answer's maxLength
+    (what fits in its max_tokens; programs/answer_length.py)."""
+    from programs.answer_length import answer_max_chars
+    from programs.baselines import VanillaRAG
+    from selfrag.lm.compact_adapter import CompactJSONAdapter
+    from tests.fakes import ListRetriever, passage
+
+    fake = FakeLlama(reply='{"answer": "120 km", "citations": [1], "answerable": true}')
+    program = VanillaRAG(ListRetriever([passage("p1", "The Heron has a range of 120 km.")]),
+                         generator_lm=make_lm(fake, max_tokens=200), adapter=CompactJSONAdapter())
+    assert program(question="What is the range of the Heron?").answer == "120 km"
+    schema = fake.calls[0]["response_format"]["schema"]
+    assert schema["properties"]["answer"]["maxLength"] == answer_max_chars(200, "en")

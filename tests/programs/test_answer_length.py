@@ -135,12 +135,6 @@ def test_a_backend_without_a_grammar_gets_no_string_bound():
     assert "maxLength" not in answer_schema(engine, "generate_answer")
 
 
-def test_the_llama_cpp_engine_declares_it_enforces_string_bounds():
-    from selfrag.lm.llamacpp_engine import LlamaCppEngine
-
-    assert LlamaCppEngine.enforces_string_bounds is True
-
-
 def test_bounded_answer_without_a_bound_is_the_predictor_itself():
     predictor = dspy.Predict("question -> answer")
     assert bounded_answer(predictor, "answer", None) is predictor
