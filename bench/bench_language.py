@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any, Callable
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -100,11 +100,10 @@ def main() -> None:
         table.add_column(col, justify="right")
     for name, calls, output, language in cases:
         predictor = getattr(program, name)
-        variants: list[tuple[str, Callable[[], Any]]] = [
-            ("artifact", lambda p=predictor: p),
-            ("signature", lambda p=predictor, n=name: with_instructions(p, program.PREDICTORS[n].instructions))]
-        for label, make in variants:
-            outputs, n_calls, tokens = run(program, name, make(), calls, output)
+        variants = [("artifact", predictor),
+                    ("signature", with_instructions(predictor, program.PREDICTORS[name].instructions))]
+        for label, variant in variants:
+            outputs, n_calls, tokens = run(program, name, variant, calls, output)
             table.add_row(name, language, label, str(len(outputs)), f"{share_in_language(outputs, language):.2f}",
                           str(n_calls), str(tokens))
             if args.show:

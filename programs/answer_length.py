@@ -1,4 +1,5 @@
-"""How long a written answer may be: what fits in the generator's ``max_tokens``, in the question's language.
+"""How long a written answer may be: what fits in the generator's ``max_tokens``, in the language of the
+question or of the passages it reads.
 
 A small model asked for a short answer sometimes copies a whole passage instead; the reply then runs into
 ``max_tokens`` before the JSON closes and does not parse — a draft lost (and, under greedy decoding, lost again

@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 MAX_GRAMMAR_BOUND = 1000
 _BOUND_KEYS = ("maxLength", "maxItems")
 
+
 def _text_of(parts, where: str) -> str:
     texts = []
     for part in parts:
