@@ -6,6 +6,9 @@ question 1, then question 2, …, so a partial run compares like with like). Eac
 same ``out_dir`` skips the pairs already there (a half-written last line from a crash is dropped).
 A program raising on one question is recorded as an error line and counted, never fatal; so is a
 question whose deciding LM calls failed (``RAGResult.error``: a dead backend must not score as abstentions).
+Before each pair ``fresh_start`` is called (``selfrag eval``: the in-process model forgets the prompts it
+has evaluated), so a pair's answer does not depend on which programs ran before it, the run's order or a
+resume: greedy decoding over a partly cached prompt can pick another answer than over the whole prompt.
 """
 
 from __future__ import annotations
@@ -173,11 +176,12 @@ def _append(fh, row: dict[str, Any]) -> None:
 def run_eval(programs: dict[str, dspy.Module], examples: Sequence[Any], out_dir: Path | str, *,
              support_examples: Sequence[Any] = (), semantic_f1: Callable[[Any, Any], float | None] | None = None,
              reporter: Reporter | None = None,
-             on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+             on_row: Callable[[dict[str, Any]], None] | None = None,
+             fresh_start: Callable[[], None] | None = None) -> list[dict[str, Any]]:
     """Run every program on every example (question-major), appending each line to
     ``<out_dir>/results.jsonl``; pairs already in the file are skipped. Returns all lines (old and new)
     of the requested programs. ``on_row`` is called after each line is written (a hook for tests to
-    simulate a crash by raising)."""
+    simulate a crash by raising); ``fresh_start`` before each pair is run (see the module docstring)."""
     reporter = reporter or Reporter()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -199,6 +203,8 @@ def run_eval(programs: dict[str, dspy.Module], examples: Sequence[Any], out_dir:
         with open(path, "a", encoding="utf-8") as fh:
             for task, name, ex in todo:
                 reporter.describe(f"{name:>14} · {example_id(ex)[:28]}")
+                if fresh_start is not None:
+                    fresh_start()
                 row = (run_one(programs[name], name, ex, semantic_f1) if task == "qa"
                        else run_support_one(programs[name], name, ex))
                 if row is None:

@@ -211,7 +211,8 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
              on_row: Callable[[dict[str, Any]], None] | None = None,
              collection: str | None = None,
              retriever_of: Callable[[Any], Any] | None = None,
-             components_of: Callable[[Any, Any], Mapping[str, Any]] | None = None) -> tuple[Path, dict[str, Any]]:
+             components_of: Callable[[Any, Any], Mapping[str, Any]] | None = None,
+             fresh_start: Callable[[], None] | None = None) -> tuple[Path, dict[str, Any]]:
     """Run ``programs`` on ``dataset`` (resuming ``run_id`` when its folder exists: the examples are the
     ones the run started with) and write the reports. Returns ``(out_dir, summary)``.
 
@@ -238,6 +239,8 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
             ``selfrag.wiring.strategy_components``, what ``selfrag ask`` builds it with: the metadata
             schema for ``self_query``, the described collections for ``route_collections``); called
             once, when such a program is in the list. None = those programs get the retriever only.
+        fresh_start: called before each (program, question) is run (``selfrag eval`` passes
+            :func:`selfrag.lm.factory.forget_prompts` of its LMs), so no answer depends on what ran before it.
 
     Every program is built (its artifact checked) before the run's folder or the knowledge base is
     written, but one with retrieval strategies when ``components_of`` is given: its components are read
@@ -281,7 +284,7 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
     support_examples = load_split(support_task, "dev", splits_dir)[:support_limit] if support_limit else []
     judge = SemanticF1Judge(critic or generator, adapter) if semantic_f1 else None
     rows = run_eval(built, examples, out_dir, support_examples=support_examples, semantic_f1=judge,
-                    reporter=reporter, on_row=on_row)
+                    reporter=reporter, on_row=on_row, fresh_start=fresh_start)
     meta = {"run_id": run_id, "dataset": dataset, "examples": len(examples), "profile": settings.lm.profile,
             "model": settings.lm.model,
             "program_settings": {k: v for k, v in settings.program.model_dump().items()

@@ -61,6 +61,7 @@ def eval_command(
     from programs.registry import parse_programs
     from selfrag import wiring
     from selfrag.cli.progress import RichReporter
+    from selfrag.lm.factory import forget_prompts
     from selfrag.lm.model_files import ModelFileError
 
     try:
@@ -108,7 +109,8 @@ def eval_command(
                 reports_dir=reports, support_limit=support_limit, semantic_f1=semantic_f1,
                 reporter=reporter, ingest_progress=not quiet, strict=strict, collection=collection,
                 retriever_of=lambda kb: wiring.build_retriever(settings, kb),
-                components_of=lambda kb, retriever: wiring.strategy_components(settings, kb, retriever))
+                components_of=lambda kb, retriever: wiring.strategy_components(settings, kb, retriever),
+                fresh_start=lambda: forget_prompts(*lms[:2]))
     except (OptimizeError, ArtifactError) as exc:
         fail(str(exc), 2)
     except SelfRAGError as exc:

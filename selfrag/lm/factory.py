@@ -133,6 +133,15 @@ def build_lm(
     return engine_lm(gguf_path(lm.profile, lm.model, lm.model_cache), lm, **lp)
 
 
+def forget_prompts(*lms: dspy.LM | None) -> None:
+    """Make the next call of each in-process ``lms`` evaluate its whole prompt
+    (:meth:`LlamaCppEngine.forget_prompts`); a LiteLLM model keeps no prompt state here and is skipped."""
+    for lm in lms:
+        forget = getattr(getattr(lm, "engine", None), "forget_prompts", None)
+        if callable(forget):
+            forget()
+
+
 def build_adapter(lm: LMSettings) -> dspy.Adapter:
     """A JSON adapter for every profile: :class:`CompactJSONAdapter` (``lm.adapter = "compact"``, the
     default) or ``dspy.JSONAdapter`` (``"json"``); both parse the same way and send the same output schema,

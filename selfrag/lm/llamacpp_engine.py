@@ -39,7 +39,7 @@ from dspy.clients.engines.base import validate_request
 from dspy.lm15 import Message, Request, Response, TextPart, TokenLogprob, Usage, response_to_events
 
 from selfrag.lm.llamacpp_logprobs import LogprobCapture
-from selfrag.lm.llamacpp_model import PROVIDER, LoadedModel, _Deadline, get_model
+from selfrag.lm.llamacpp_model import PROVIDER, LoadedModel, _Deadline, get_model, loaded_model
 from selfrag.lm.llamacpp_request import completion_kwargs, requested_logprobs, to_chat_messages
 
 logger = logging.getLogger(__name__)
@@ -236,6 +236,13 @@ class LlamaCppEngine:
             ),
             logprobs=logprobs,
         )
+
+    def forget_prompts(self) -> None:
+        """Make the next call evaluate its whole prompt (:meth:`LoadedModel.forget_prompts`); a model not
+        loaded yet has nothing to forget."""
+        model = loaded_model(self.model_path, self.n_ctx, self.n_threads)
+        if model is not None:
+            model.forget_prompts()
 
     def stream(self, request: Request) -> Iterator:
         return response_to_events(self.complete(request))

@@ -5,6 +5,8 @@
 - Keeping one ``Llama`` per process keeps llama.cpp's KV cache: a call whose prompt shares a prefix
   with the previous call (the system prompt of a signature) only evaluates the new suffix. With
   ``ram_cache_mb`` the states of earlier prompts are kept too, so alternating signatures reuse theirs.
+  :meth:`LoadedModel.forget_prompts` drops both: the next call evaluates its whole prompt, as in a fresh
+  process (how much of a prompt was evaluated before can change greedy decoding's choice, see there).
 - :meth:`LoadedModel.instrument` hooks ``eval`` (prompt/generation timing, the call deadline, how many
   prompt tokens were really evaluated) and ``sample`` (token log-probabilities, see
   :mod:`selfrag.lm.llamacpp_logprobs`).
@@ -74,6 +76,21 @@ class LoadedModel:
 
         eval_hook._selfrag_hook = True  # type: ignore[attr-defined]
         self.llama.eval = eval_hook
+
+    def forget_prompts(self) -> None:
+        """Forget every prompt evaluated so far: the KV cache's prefix and the RAM cache's saved states.
+
+        A prompt whose prefix was evaluated by an earlier call is evaluated in two pieces, and llama.cpp's
+        logits then differ in the last digits from one evaluation of the whole prompt — enough to send
+        greedy decoding down another path on a near tie (measured: one ClapNQ question's draft gives a
+        37-word answer from a cold cache and a 4-word one after another program had evaluated the same
+        prompt). Whoever needs a call's output to depend on its prompt only — an eval comparing programs
+        question by question — calls this first."""
+        with self.lock:
+            self.llama.reset()
+            cache = getattr(self.llama, "cache", None)
+            if cache is not None:
+                self.llama.set_cache(type(cache)(capacity_bytes=cache.capacity_bytes))
 
 
 _MODELS: dict[tuple[str, int, int], LoadedModel] = {}
@@ -173,6 +190,12 @@ def get_model(
         _MODELS[key] = model
         logger.info("loaded %s (n_ctx=%d, threads=%d) in %.2fs", key[0], key[1], key[2], model.load_seconds)
         return model
+
+
+def loaded_model(path: str | Path, n_ctx: int, n_threads: int) -> LoadedModel | None:
+    """The process-wide model for (path, n_ctx, n_threads) if it is loaded (never loads it)."""
+    with _MODELS_LOCK:
+        return _MODELS.get((str(Path(path).expanduser()), int(n_ctx), int(n_threads)))
 
 
 def unload_all() -> None:

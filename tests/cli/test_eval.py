@@ -31,6 +31,21 @@ def test_cli_eval_runs_and_prints_the_table(hash_kb_settings, tmp_path, monkeypa
     assert isinstance(missing.exception, SystemExit)  # a one-line exit, not a traceback
 
 
+def test_cli_eval_makes_the_model_forget_its_prompts_before_each_question(hash_kb_settings, tmp_path, monkeypatch):
+    """Each (program, question) starts from a model with no evaluated prompt, so an answer does not depend on
+    the program that ran before it (greedy decoding over a partly cached prompt can pick another answer)."""
+    monkeypatch.setattr("optimize.sources.corpus_documents", fake_corpus)
+    lm, engine = scripted_lm(SCRIPT)
+    forgot = []
+    engine.forget_prompts = lambda: forgot.append(len(engine.calls))
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
+    data = write_dataset(tmp_path / "five.jsonl")
+    result = runner.invoke(app, ["eval", "--dataset", str(data), "--programs", "vanilla-rag,no-retrieval",
+                                 "--run-id", "fresh", "--reports", str(tmp_path / "rep"), "-q"])
+    assert result.exit_code == 0, result.output
+    assert len(forgot) == 10 and forgot[0] == 0 and forgot == sorted(forgot)  # once before each of the 10 pairs
+
+
 def test_cli_eval_progress_goes_to_stderr_and_bad_run_ids_are_refused(hash_kb_settings, tmp_path, monkeypatch):
     monkeypatch.setattr("optimize.sources.corpus_documents", fake_corpus)
     lm, _ = scripted_lm(SCRIPT)

@@ -292,6 +292,52 @@ def test_ram_cache_entries_hold_no_logits_buffer(monkeypatch):
     assert fake.scores.shape == (512, 1000)  # the full buffer is back after each call
 
 
+def test_forget_prompts_resets_the_kv_prefix_and_empties_the_ram_cache():
+    """After ``forget_prompts`` the next call evaluates its whole prompt: llama.cpp's KV prefix is reset and the
+    RAM cache's saved states are gone (a cache of the same capacity stays attached)."""
+    from llama_cpp import LlamaRAMCache
+
+    class StatefulFake(FakeLlama):
+        def __init__(self):
+            super().__init__(reply="ok")
+            self.resets = 0
+            self.cache = None
+
+        def set_cache(self, cache):
+            self.cache = cache
+
+        def reset(self):
+            self.resets += 1
+
+    fake = StatefulFake()
+    engine = LlamaCppEngine("/models/fake.gguf", n_ctx=2048, n_threads=1, llama_factory=lambda *a: fake)
+    engine.forget_prompts()  # nothing loaded yet: nothing to forget, and nothing is loaded for it
+    assert llamacpp_model._MODELS == {} and fake.resets == 0
+    model = engine.model()
+    old = LlamaRAMCache(capacity_bytes=64 << 20)
+    old.cache_state[(1, 2, 3)] = "state"
+    fake.set_cache(old)
+    engine.forget_prompts()
+    assert fake.resets == 1
+    assert isinstance(fake.cache, LlamaRAMCache) and fake.cache is not old
+    assert fake.cache.capacity_bytes == 64 << 20 and len(fake.cache.cache_state) == 0
+    assert not model.lock.locked()
+
+
+def test_forget_prompts_without_a_ram_cache_resets_the_prefix_only():
+    class Fake(FakeLlama):
+        resets = 0
+
+        def reset(self):
+            self.resets += 1
+
+    fake = Fake(reply="ok")
+    engine = LlamaCppEngine("/models/fake.gguf", n_ctx=2048, n_threads=1, llama_factory=lambda *a: fake)
+    engine.model()
+    engine.forget_prompts()
+    assert fake.resets == 1 and not hasattr(fake, "cache")
+
+
 def test_declared_output_bounds_reach_the_grammar_schema():
     """``OutputField(max_length=N)`` becomes ``maxItems`` / ``maxLength`` in the constrained-decoding schema
     (JSONAdapter drops it): the local model filled ``list[str]`` outputs until max_tokens (31 s a query)."""

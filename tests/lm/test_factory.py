@@ -136,3 +136,24 @@ def test_litellm_models_get_logprobs_only_where_litellm_lists_them():
         LMSettings(profile="litellm", model="openai/gpt-4o", critic_model="hosted_vllm/judge"), role="critic"
     )
     assert critic.kwargs["logprobs"] is True
+
+
+def test_forget_prompts_reaches_in_process_engines_and_skips_litellm_models():
+    class Engine:
+        forgot = 0
+
+        def complete(self, request):
+            raise AssertionError("not called")
+
+        def forget_prompts(self):
+            self.forgot += 1
+
+    class AsyncEngine:
+        async def complete(self, request):
+            raise AssertionError("not called")
+
+    engine = Engine()
+    local = dspy.LM("llamacpp/fake", engine=engine, async_engine=AsyncEngine(), cache=False)
+    remote = dspy.LM("openai/gpt-4o-mini", cache=False)
+    factory.forget_prompts(local, remote, None)
+    assert engine.forgot == 1

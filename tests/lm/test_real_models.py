@@ -153,3 +153,24 @@ def test_tiny_model_prediction_carries_label_probabilities():
     assert 1.0 <= expected_value(soft.probs) <= 5.0
     usage = lm.history[-1]["usage"]
     assert usage["prompt_tokens"] > 50 and "cached_tokens" in usage["prompt_tokens_details"]
+
+
+@pytest.mark.slow
+def test_after_forget_prompts_the_whole_prompt_is_evaluated_again():
+    """The real model reuses a repeated prompt's prefix from its KV cache, and after ``forget_prompts`` it does
+    not: the call evaluates every prompt token, as a fresh process would."""
+    from dspy.lm15 import Message, Request
+
+    from selfrag.lm.llamacpp_engine import LlamaCppEngine
+
+    engine = LlamaCppEngine(_tiny_path(), n_ctx=512, n_threads=1, max_tokens=4, ram_cache_mb=64)
+    request = Request(model="llamacpp/tiny", system="Answer briefly.", messages=(Message.user("Capital of France?"),))
+
+    def cached() -> int:
+        response = engine.complete(request)
+        return response.usage.cache_read_tokens or 0
+
+    assert cached() == 0
+    assert cached() > 0  # the same prompt again: its prefix is in the KV cache
+    engine.forget_prompts()
+    assert cached() == 0

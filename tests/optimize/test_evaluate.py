@@ -80,6 +80,28 @@ def programs(names=("vanilla-rag", "no-retrieval", "graded-rag"), script=SCRIPT)
 # ---------------------------------------------------------------- metric arithmetic
 
 
+def test_fresh_start_is_called_before_each_pair_run_and_not_for_pairs_already_done(tmp_path):
+    """``selfrag eval`` makes the local model forget its prompts before each (program, question): each pair's
+    answer then depends on its own prompts only, not on the program that ran before it or a resume."""
+    built, engine = programs(("vanilla-rag", "no-retrieval"))
+    events = []
+
+    def fresh_start():
+        events.append(("fresh", len(engine.calls)))
+
+    rows = eval_runs.run_eval(built, EXAMPLES[:3], tmp_path, fresh_start=fresh_start,
+                              on_row=lambda row: events.append(("row", row["program"], row["id"])))
+    assert len(rows) == 6
+    assert [e[0] for e in events] == ["fresh", "row"] * 6  # before every pair, none after the last
+    assert [e[1] for e in events if e[0] == "fresh"][1] > 0  # the second pair starts after the first's calls
+    events.clear()
+    more = {**built, "graded-rag": programs(("graded-rag",))[0]["graded-rag"]}
+    eval_runs.run_eval(more, EXAMPLES[:3], tmp_path, fresh_start=fresh_start,
+                       on_row=lambda row: events.append(("row", row["program"], row["id"])))
+    assert [e[0] for e in events] == ["fresh", "row"] * 3  # the resume runs (and refreshes for) the new pairs only
+
+
+
 def test_metrics_are_the_hand_computed_values(tmp_path):
     built, _ = programs()
     rows = eval_runs.run_eval(built, EXAMPLES, tmp_path)
