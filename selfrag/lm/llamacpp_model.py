@@ -97,6 +97,10 @@ _MODELS: dict[tuple[str, int, int], LoadedModel] = {}
 _MODELS_LOCK = threading.Lock()
 
 
+def _model_key(path: str | Path, n_ctx: int, n_threads: int) -> tuple[str, int, int]:
+    return str(Path(path).expanduser()), int(n_ctx), int(n_threads)
+
+
 def _default_llama_factory(path: str, n_ctx: int, n_threads: int, seed: int) -> Any:
     try:
         from llama_cpp import Llama
@@ -167,7 +171,7 @@ def get_model(
     so calls that alternate between signatures still reuse each signature's system prompt. The first
     engine to load a model decides its cache size.
     """
-    key = (str(Path(path).expanduser()), int(n_ctx), int(n_threads))
+    key = _model_key(path, n_ctx, n_threads)
     with _MODELS_LOCK:
         model = _MODELS.get(key)
         if model is not None:
@@ -195,7 +199,7 @@ def get_model(
 def loaded_model(path: str | Path, n_ctx: int, n_threads: int) -> LoadedModel | None:
     """The process-wide model for (path, n_ctx, n_threads) if it is loaded (never loads it)."""
     with _MODELS_LOCK:
-        return _MODELS.get((str(Path(path).expanduser()), int(n_ctx), int(n_threads)))
+        return _MODELS.get(_model_key(path, n_ctx, n_threads))
 
 
 def unload_all() -> None:
