@@ -283,7 +283,7 @@ class RAGModule(dspy.Module):
             return None
         # The drafter's own P(answerable = true), read from the same call's log-probabilities (free).
         answerable = soft_of(pred, "answerable", field_labels(self.generate_answer, "answerable"))
-        record_soft(step, answerable)
+        record_soft(step, answerable, is_output=False)
         step.text_logprob = text_logprob(pred, "answer")
         if pred.answerable is False or not str(pred.answer or "").strip():
             tracer.note("candidate_dropped", "passages do not answer the question", answer=pred.answer)

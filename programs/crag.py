@@ -23,7 +23,8 @@ import dspy
 
 from programs.base import RAGModule
 from programs.failures import nothing_found_reason
-from programs.passages import quote
+from programs.judging import field_labels, record_soft, soft_of
+from programs.passages import passage_ref, quote
 from programs.routing import (
     crag_action,
     crag_usable,
@@ -102,9 +103,18 @@ class CorrectiveRAG(RAGModule):
 
     # ------------------------------------------------------------------ steps
     def _evaluate(self, tracer: Tracer, question: str, passages: list[Passage]) -> list[int | None]:
+        """The evaluator's 0–10 score of each passage: the argmax of its probabilities over the scores
+        (recorded on the step, with the passage's id), or the decoded score without log-probabilities."""
+        labels = field_labels(self.evaluate_retrieval, "score")
+
         def score(p: Passage) -> int | None:
-            pred, _ = self._critic(tracer, "evaluate_retrieval", self.evaluate_retrieval, "score",
-                                   question=question, passage=self._evidence([p]))
+            pred, step = self._critic(tracer, "evaluate_retrieval", self.evaluate_retrieval, "score",
+                                      question=question, passage=self._evidence([p]))
+            step.inputs["passage_id"] = passage_ref(p)
+            soft = soft_of(pred, "score", labels)
+            record_soft(step, soft)
+            if soft is not None:
+                return int(soft.label)
             if pred is None:
                 return None
             try:
@@ -123,9 +133,11 @@ class CorrectiveRAG(RAGModule):
 
         def keep(item: tuple[int, int, str]) -> bool:
             i, _, strip = item
-            pred, _ = self._critic(tracer, "filter_strip", self.filter_strip, "keep", question=question,
-                                   strip=quote(strip, passages[i].title, self.config.passage_chars))
-            return pred is not None and pred.keep is True  # a failed judgement keeps nothing
+            pred, step = self._critic(tracer, "filter_strip", self.filter_strip, "keep", question=question,
+                                      strip=quote(strip, passages[i].title, self.config.passage_chars))
+            soft = soft_of(pred, "keep", field_labels(self.filter_strip, "keep"))
+            record_soft(step, soft)
+            return soft is not None and soft.label is True  # a failed judgement keeps nothing
 
         verdicts = self._map(keep, chosen)
         kept: dict[int, list[str]] = {}

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from programs.soft_labels import Label, SoftLabel, hard_label, label_values, soft_label, token_logprobs
+from programs.soft_labels import (Label, SoftLabel, hard_label, label_values, same_label, soft_label,
+                                  token_logprobs)
 from programs.types import TraceStep
 
 
@@ -82,12 +83,19 @@ def soft_verdicts(pred: Any, field: str, labels: tuple[Label, ...], parsed: Any)
     return out
 
 
-def record_soft(step: TraceStep, soft: SoftLabel | None) -> None:
-    """Put a judgement's probabilities on its trace step (labels as strings, 4 decimals)."""
+def record_soft(step: TraceStep, soft: SoftLabel | None, *, is_output: bool = True) -> None:
+    """Put a judgement's probabilities on its trace step (labels as strings, 4 decimals).
+
+    The hard label is the argmax: when the step's ``output`` is this label (``is_output``, the default)
+    and the text held another one, ``output`` becomes the argmax and ``decoded`` keeps the text's, so the
+    trace shows the label the program routes on. ``is_output=False`` for a label read beside another
+    output (the drafter's ``answerable`` beside its answer)."""
     if soft is None:
         return
     step.probs = {str(k).lower() if isinstance(k, bool) else str(k): round(v, 4) for k, v in soft.probs.items()}
     step.soft = soft.soft
+    if is_output and soft.decoded is not None and not same_label(soft.label, soft.decoded):
+        step.output, step.decoded = soft.label, soft.decoded
 
 
 def p_of(soft: SoftLabel | None, label: Label, default: float) -> float:

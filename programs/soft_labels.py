@@ -48,6 +48,7 @@ __all__ = [
     "expected_value",
     "hard_label",
     "label_values",
+    "same_label",
     "soft_label",
     "token_logprobs",
 ]
@@ -218,7 +219,8 @@ def _complete_at_end(form: _Form, state: int) -> bool:
 # ─── Locating the value ─────────────────────────────────────────────────────
 
 
-def _same(a: Any, b: Label) -> bool:
+def same_label(a: Any, b: Label) -> bool:
+    """Equal as labels: True is not 1, False is not 0."""
     return type(a) is type(b) and a == b if isinstance(b, bool) or isinstance(a, bool) else a == b
 
 
@@ -233,7 +235,7 @@ def _locate(text: str, field: str, labels: Sequence[Label]) -> tuple[str, int, L
         except ValueError:
             continue
         for label in labels:
-            if _same(value, label):
+            if same_label(value, label):
                 return "json", start, label
     for match in re.finditer(r"\[\[ ## " + re.escape(field) + r" ## \]\]", text):
         start = match.end()
@@ -358,9 +360,9 @@ def soft_label(
             decoded = decoded_label(text, field, labels)
         if decoded is None:
             raise ValueError(f"no label of {field!r} (one of {list(labels)}) found in the completion")
-    elif not any(_same(decoded, label) for label in labels):
+    elif not any(same_label(decoded, label) for label in labels):
         raise ValueError(f"decoded value {decoded!r} of {field!r} is not one of {list(labels)}")
-    if found is None or not _same(found[2], decoded):
+    if found is None or not same_label(found[2], decoded):
         return hard_label(decoded, labels)
     fmt, value_start, _ = found
     mass = _measure(steps, value_start, _forms(labels, fmt), decoded)
@@ -368,5 +370,5 @@ def soft_label(
         return hard_label(decoded, labels)
     total = sum(mass.values())
     probs = {label: mass.get(label, 0.0) / total for label in labels}
-    best = max(labels, key=lambda label: (probs[label], _same(label, decoded)))
+    best = max(labels, key=lambda label: (probs[label], same_label(label, decoded)))
     return SoftLabel(best, probs, soft=True, decoded=decoded)

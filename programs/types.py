@@ -99,6 +99,10 @@ class TraceStep(BaseModel):
     # label got probability 1.
     probs: dict[str, float] | None = None
     soft: bool | None = None
+    # When the label the text held differs from the argmax of ``probs`` (a label split over several tokens
+    # whose untaken prefix moves the mass): that decoded label. ``output`` is then the argmax, the label the
+    # program routes on.
+    decoded: Any = None
     # A free-text output's token log-probabilities (the drafted answer's): ``mean``, ``min`` and the
     # count ``n`` over its tokens (:func:`programs.judging.text_logprob`); None without log-probabilities.
     text_logprob: dict[str, float] | None = None

@@ -174,3 +174,23 @@ def test_after_forget_prompts_the_whole_prompt_is_evaluated_again():
     assert cached() > 0  # the same prompt again: its prefix is in the KV cache
     engine.forget_prompts()
     assert cached() == 0
+
+
+@pytest.mark.slow
+def test_tiny_model_gives_the_crag_evaluator_a_distribution_over_its_eleven_scores():
+    """CRAG's 0–10 evaluator read soft from a real model: "1" is a prefix of "10", so the mass after a
+    decoded "1" is split by the next token; the distribution covers every score and sums to one."""
+    from programs.judging import field_labels, soft_of
+    from signatures import EvaluateRetrieval
+
+    _tiny_path()
+    settings = LMSettings(profile="tiny", threads=1, n_ctx=1024, max_tokens=32)
+    lm = build_lm(settings, logprobs=True, top_logprobs=5)
+    predictor = dspy.Predict(EvaluateRetrieval)
+    with dspy.context(lm=lm, adapter=build_adapter(settings)):
+        pred = predictor(question="What is the capital of France?",
+                         passage="[1] Paris is the capital and largest city of France.")
+    soft = soft_of(pred, "score", field_labels(predictor, "score"))
+    assert soft is not None and soft.soft and soft.decoded == pred.score
+    assert set(soft.probs) == set(range(11)) and sum(soft.probs.values()) == pytest.approx(1.0)
+    assert soft.probs[soft.label] == max(soft.probs.values())

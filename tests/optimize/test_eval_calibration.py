@@ -1,5 +1,7 @@
 """Calibration in an eval run: judgement ECEs from the traces, coverage–accuracy from the confidences."""
 
+import pytest
+
 from optimize.eval_calibration import calibration_markdown, calibration_summary, write_coverage_plot
 
 
@@ -26,4 +28,21 @@ def test_curve_ranks_answers_by_confidence_and_ece_reads_the_trace(tmp_path):
     assert "coverage_accuracy" not in cal["vanilla-rag"]
     assert write_coverage_plot(cal, tmp_path).is_file()
     md = calibration_markdown(cal)
-    assert "| selfrag | 0.000 (2) | 0.100 (4) |" in md and "| vanilla-rag | — | — |" in md
+    assert "| selfrag | 0.000 (2) | 0.100 (4) | — | — |" in md and "| vanilla-rag | — | — | — | — |" in md
+
+
+def test_check_and_evaluator_eces_read_their_steps():
+    def r(answerable, p_stated, evaluated):
+        trace = [{"step": "check_answer", "probs": {"yes": p_stated, "no": 1 - p_stated}}]
+        trace += [{"step": "evaluate_retrieval", "inputs": {"passage_id": pid},
+                   "probs": {str(k): v for k, v in dist.items()}} for pid, dist in evaluated]
+        return {"task": "qa", "ok": True, "program": "p", "answerable": answerable, "abstained": False,
+                "gold_doc_ids": ["clapnq:1"], "scores": {"precision": 1.0}, "result": {"confidence": 0.5, "trace": trace}}
+
+    rows = [r(True, 0.8, [("clapnq:1", {10: 1.0}), ("clapnq:2", {0: 0.5, 4: 0.5})]), r(False, 0.4, [])]
+    c = calibration_summary(rows, ["p"])["p"]
+    # check: 0.8 for an answerable question (gap 0.2), 0.4 for an unanswerable one (gap 0.4)
+    assert c["check_n"] == 2 and c["check_ece"] == pytest.approx(0.3)
+    # evaluator: E[score]/10 = 1.0 for the gold passage, 0.2 for the other (gap 0.2 over two)
+    assert c["evaluator_n"] == 2 and c["evaluator_ece"] == pytest.approx(0.1)
+    assert "| p | — | — | 0.300 (2) | 0.100 (2) |" in calibration_markdown({"p": c})

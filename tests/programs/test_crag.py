@@ -376,3 +376,53 @@ def test_a_drafter_that_finds_no_answer_abstains_as_no_answer_in_passages():
     script = dict(BASE, generate_answer={"answer": "", "citations": [], "answerable": False})
     _, result, _ = run(script, max_regenerations=0)
     assert result.abstained and result.abstain_reason == "no_answer_in_passages"
+
+
+# ---------------------------------------------------------------------- soft judgements
+def run_soft(script, probs, **cfg):
+    cfg.setdefault("k", 3)
+    lm, engine = scripted_lm(script, probs=probs)
+    program = CorrectiveRAG(ListRetriever(KB), web_search=None, config=ProgramSettings(**cfg),
+                            generator_lm=lm, adapter=dspy.JSONAdapter())
+    return program(question=QUESTION).result, engine
+
+
+def test_the_evaluator_and_strip_filter_record_probabilities_and_route_on_the_argmax():
+    # p1's text decodes 3 (ambiguous), but its probabilities put 0.6 on 9: the argmax routes (correct)
+    script = dict(BASE, evaluate_retrieval=score_if(Zephyr=3))
+    probs = {
+        "evaluate_retrieval": lambda inp: {"score": {3: 0.3, 9: 0.6, 1: 0.1} if "Zephyr" in inp["passage"]
+                                           else {1: 0.8, 0: 0.2}},
+        "filter_strip": lambda inp: {"keep": {True: 0.9, False: 0.1} if "1931" in inp["strip"]
+                                     else {False: 0.7, True: 0.3}},
+    }
+    result, engine = run_soft(script, probs, max_web_rounds=0)
+    assert routes(result)[0] == "correct"
+    route = steps(result, "route")[0]
+    assert route.inputs["scores"] == "[9, 1, 1]"
+    evaluated = steps(result, "evaluate_retrieval")
+    assert [s.inputs["passage_id"] for s in evaluated] == ["p1", "p2", "p3"]
+    first = evaluated[0]
+    assert first.soft is True and first.probs["9"] == pytest.approx(0.6) and first.probs["3"] == pytest.approx(0.3)
+    assert first.output == 9 and first.decoded == 3  # the trace shows the routed label and what the text held
+    assert evaluated[1].output == 1 and evaluated[1].decoded is None
+    strips = steps(result, "filter_strip")
+    assert [s.probs["true"] for s in strips] == pytest.approx([0.9, 0.3, 0.3])
+    assert steps(result, "refine")[0].output["kept"] == 1
+    assert "1931" in inputs_of(engine, "generate_answer")[0]["passages"]
+
+
+def test_a_strip_whose_argmax_is_keep_is_kept_though_the_text_said_false():
+    script = dict(BASE, filter_strip=keep_if("no such word"))  # every strip decodes false
+    probs = {"filter_strip": lambda inp: {"keep": {False: 0.4, True: 0.6} if "1931" in inp["strip"]
+                                          else {False: 0.9, True: 0.1}}}
+    result, engine = run_soft(script, probs)
+    kept = [s for s in steps(result, "filter_strip") if s.output is True]
+    assert len(kept) == 1 and kept[0].decoded is False
+    assert steps(result, "refine")[0].output["kept"] == 1 and not result.abstained
+
+
+def test_without_log_probabilities_the_evaluator_records_hard_labels():
+    _, result, _ = run(BASE)
+    first = steps(result, "evaluate_retrieval")[0]
+    assert first.soft is False and first.probs["9"] == 1.0 and first.output == 9 and first.decoded is None

@@ -5,7 +5,9 @@ import math
 import dspy
 import pytest
 
-from programs.judging import text_logprob
+from programs.judging import record_soft, text_logprob
+from programs.soft_labels import SoftLabel
+from programs.types import TraceStep
 
 
 def pred_with(tokens):
@@ -40,3 +42,29 @@ def test_escaped_quotes_stay_inside_the_value():
 ])
 def test_nothing_to_read_gives_none(pred):
     assert text_logprob(pred, "answer") is None
+
+
+# ---------------------------------------------------------------------- record_soft
+def test_the_step_shows_the_argmax_and_keeps_the_decoded_label_when_they_differ():
+    step = TraceStep(step="judge_support", output="no")
+    record_soft(step, SoftLabel("partially", {"fully": 0.26, "partially": 0.39, "no": 0.35}, soft=True, decoded="no"))
+    assert step.output == "partially" and step.decoded == "no"
+    assert step.probs == {"fully": 0.26, "partially": 0.39, "no": 0.35} and step.soft is True
+
+
+def test_agreeing_labels_leave_the_step_output_alone():
+    step = TraceStep(step="judge_support", output="fully")
+    record_soft(step, SoftLabel("fully", {"fully": 0.9, "partially": 0.1, "no": 0.0}, soft=True, decoded="fully"))
+    assert step.output == "fully" and step.decoded is None
+
+
+def test_a_label_read_beside_another_output_does_not_replace_it():
+    step = TraceStep(step="generate_answer", output="It opened in 1931.")
+    record_soft(step, SoftLabel(False, {True: 0.4, False: 0.6}, soft=True, decoded=True), is_output=False)
+    assert step.output == "It opened in 1931." and step.decoded is None and step.probs == {"true": 0.4, "false": 0.6}
+
+
+def test_true_and_one_are_different_labels():
+    step = TraceStep(step="x", output=1)
+    record_soft(step, SoftLabel(True, {True: 0.6, 1: 0.4}, soft=True, decoded=1))
+    assert step.output is True and step.decoded == 1
