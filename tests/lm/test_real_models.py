@@ -155,6 +155,10 @@ def test_tiny_model_prediction_carries_label_probabilities():
     assert usage["prompt_tokens"] > 50 and "cached_tokens" in usage["prompt_tokens_details"]
 
 
+# Longer than two prompt batches (a cached prefix is reused in whole batches, llamacpp_model.N_BATCH).
+LONG_SYSTEM = ("Answer briefly and only from what you know for certain; say so when you do not know. " * 8).strip()
+
+
 @pytest.mark.slow
 def test_after_forget_prompts_the_whole_prompt_is_evaluated_again():
     """The real model reuses a repeated prompt's prefix from its KV cache, and after ``forget_prompts`` it does
@@ -164,7 +168,7 @@ def test_after_forget_prompts_the_whole_prompt_is_evaluated_again():
     from selfrag.lm.llamacpp_engine import LlamaCppEngine
 
     engine = LlamaCppEngine(_tiny_path(), n_ctx=512, n_threads=1, max_tokens=4, ram_cache_mb=64)
-    request = Request(model="llamacpp/tiny", system="Answer briefly.", messages=(Message.user("Capital of France?"),))
+    request = Request(model="llamacpp/tiny", system=LONG_SYSTEM, messages=(Message.user("Capital of France?"),))
 
     def cached() -> int:
         response = engine.complete(request)
@@ -194,3 +198,35 @@ def test_tiny_model_gives_the_crag_evaluator_a_distribution_over_its_eleven_scor
     assert soft is not None and soft.soft and soft.decoded == pred.score
     assert set(soft.probs) == set(range(11)) and sum(soft.probs.values()) == pytest.approx(1.0)
     assert soft.probs[soft.label] == max(soft.probs.values())
+
+
+@pytest.mark.slow
+def test_a_prompt_after_a_cached_prefix_gives_the_logprobs_of_a_cold_prompt():
+    """What the model evaluated before does not change a call's output: the same request gives the same
+    text and token log-probabilities cold, after another request sharing its prefix, after another
+    system prompt (its state restored from the RAM cache) and repeated."""
+    from dspy.lm15 import Config, Message, Request
+
+    from selfrag.lm.llamacpp_engine import LlamaCppEngine
+
+    engine = LlamaCppEngine(_tiny_path(), n_ctx=1024, n_threads=1, max_tokens=8, ram_cache_mb=64)
+
+    def request(system, question):
+        return Request(model="llamacpp/tiny", system=system, messages=(Message.user(question),),
+                       config=Config(temperature=0.0, max_tokens=8, logprobs=3))
+
+    def out(req):
+        response = engine.complete(req)
+        return [(t.token, t.logprob) for t in response.logprobs], response.usage.cache_read_tokens or 0
+
+    target = request(LONG_SYSTEM, "What is the capital of France?")
+    cold, _ = out(target)
+    for before in ([request(LONG_SYSTEM, "What is the capital of Spain?")],
+                   [request(LONG_SYSTEM, "Who wrote Hamlet?"), request("Reply in French. " * 12, "Hello?")],
+                   [target]):
+        engine.forget_prompts()
+        for req in before:
+            out(req)
+        warm, cached = out(target)
+        assert cached > 0  # the prefix was reused
+        assert warm == cold
