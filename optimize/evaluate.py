@@ -240,7 +240,8 @@ def evaluate(settings: Any, dataset: str, programs: Sequence[ProgramSpec], *, lm
             schema for ``self_query``, the described collections for ``route_collections``); called
             once, when such a program is in the list. None = those programs get the retriever only.
         fresh_start: called before each (program, question) is run (``selfrag eval`` passes
-            :func:`selfrag.lm.factory.forget_prompts` of its LMs), so no answer depends on what ran before it.
+            :func:`selfrag.lm.factory.forget_prompts` of its LMs), so each question is timed from a cold
+            prompt cache, as a fresh ``selfrag ask`` process would run it.
 
     Every program is built (its artifact checked) before the run's folder or the knowledge base is
     written, but one with retrieval strategies when ``components_of`` is given: its components are read

@@ -5,18 +5,18 @@
 - Keeping one ``Llama`` per process keeps llama.cpp's KV cache: a call whose prompt shares a prefix
   with the previous call (the system prompt of a signature) only evaluates the new suffix. With
   ``ram_cache_mb`` the states of earlier prompts are kept too, so alternating signatures reuse theirs.
-  :meth:`LoadedModel.forget_prompts` drops both: the next call evaluates its whole prompt, as in a fresh
-  process (how much of a prompt was evaluated before can change greedy decoding's choice, see there).
+  :meth:`LoadedModel.forget_prompts` drops both: the next call evaluates its whole prompt and takes the
+  time it takes in a fresh process (its output is the same either way, see below).
 - :meth:`LoadedModel.instrument` hooks ``eval`` (prompt/generation timing, the call deadline, how many
   prompt tokens were really evaluated, chunk-aligned prefix reuse) and ``sample`` (token
   log-probabilities, see :mod:`selfrag.lm.llamacpp_logprobs`).
 - **A call's output depends on its prompt only.** llama.cpp's logits for a token depend on how the prompt
-  was cut into batches (a batch's size picks the matrix kernel), so a prompt evaluated after a cached
-  prefix gives logits that differ in the last digits from one evaluated whole, and greedy decoding tips on
-  a near tie. The eval hook therefore reuses a cached prefix only up to a multiple of ``n_batch`` within
-  the earlier prompt and evaluates the rest in batches starting at those multiples: every batch is then
-  the batch a cold evaluation would run, and the logits are the same to the bit (checked on the real
-  models in ``tests/lm/test_real_models.py``).
+  was cut into batches (where a batch starts and how long it is pick the matrix kernels' paths), so a
+  prompt evaluated after a cached prefix gives other logits than one evaluated whole (measured on the local
+  model: a 1–32-token suffix after a cached prefix moves the last token's logits by up to 0.49), and greedy
+  decoding tips on a near tie. The eval hook therefore reuses a cached prefix only up to a multiple of
+  ``n_batch`` within the earlier prompt and evaluates the rest in batches starting at those multiples:
+  every batch is then the batch a cold evaluation runs, and the logits are the same to the bit.
 """
 
 from __future__ import annotations
@@ -129,12 +129,9 @@ class LoadedModel:
     def forget_prompts(self) -> None:
         """Forget every prompt evaluated so far: the KV cache's prefix and the RAM cache's saved states.
 
-        A prompt whose prefix was evaluated by an earlier call is evaluated in two pieces, and llama.cpp's
-        logits then differ in the last digits from one evaluation of the whole prompt — enough to send
-        greedy decoding down another path on a near tie (measured: one ClapNQ question's draft gives a
-        37-word answer from a cold cache and a 4-word one after another program had evaluated the same
-        prompt). Whoever needs a call's output to depend on its prompt only — an eval comparing programs
-        question by question — calls this first."""
+        The output of a call does not depend on the cache (prefixes are reused in whole batches, see the
+        module doc); its time does. An eval that times each question as a fresh ``selfrag ask`` process
+        would calls this before each (program, question)."""
         with self.lock:
             self.llama.reset()
             self.prompt_end = 0
@@ -183,8 +180,8 @@ def _default_llama_factory(path: str, n_ctx: int, n_threads: int, seed: int) -> 
 def _attach_ram_cache(llama: Any, ram_cache_mb: int) -> None:
     """Attach a ``LlamaRAMCache`` whose entries hold the KV state only.
 
-    Stock ``Llama.save_state`` also copies the logits buffer (``n_batch x n_vocab`` floats: ~300 MB for
-    Qwen's 152k vocabulary) that ``LlamaRAMCache`` does not count against its capacity, which makes
+    Stock ``Llama.save_state`` also copies the logits buffer (``n_batch x n_vocab`` floats: ~78 MB at
+    n_batch 128 for Qwen's 152k vocabulary) that ``LlamaRAMCache`` does not count against its capacity, which makes
     each save/load take ~1 s and the cache grow far past its limit. Without ``logits_all`` those saved
     logits are never read (a restored state is re-evaluated from its last token before sampling), so
     save and load see a one-row view instead: entries shrink to the KV cells actually used
