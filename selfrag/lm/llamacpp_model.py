@@ -131,7 +131,7 @@ class LoadedModel:
 
         The output of a call does not depend on the cache (prefixes are reused in whole batches, see the
         module doc); its time does. An eval that times each question as a fresh ``selfrag ask`` process
-        would calls this before each (program, question)."""
+        calls this before each (program, question)."""
         with self.lock:
             self.llama.reset()
             self.prompt_end = 0
