@@ -232,8 +232,8 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
     if calibration is not None:
         if calibrate_skip:
             calibration["qa_skipped"] = calibrate_skip
-        if stated_rows is not None:
-            calibration["stated_rows_from"] = list(getattr(stated_rows, "sources", []))
+        fitted = set(calibration["stages"])  # this run's stages (before the start's are merged in below)
+        sources = list(getattr(stated_rows, "sources", [])) if stated_rows is not None else []
         manifest["calibration"] = calibration
         manifest["thresholds"] = calibration["thresholds"]
     if start_from is not None:
@@ -247,11 +247,36 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
             calibration["stages"] = {**kept_stages(started.get("calibration"), calibration["stages"]),
                                      **calibration["stages"]}
             calibration["split"] = joined_split(calibration["stages"], calibration["split"])
+    if calibration is not None:
+        earlier = (started.get("calibration") or {}).get("stated_rows_from") if start_from is not None else None
+        named = stated_sources(calibration["stages"], fitted, sources, earlier)
+        if named:
+            calibration["stated_rows_from"] = named
     if data_manifest is not None:
         manifest["data"] = data_entry(data_dir, data_manifest)
     if "calibration" in manifest:
         manifest["calibration"] = _relative_to(manifest["calibration"], Path(out_dir))
     return write_result(program, manifest, Path(out_dir), name, stages)
+
+
+def stated_sources(stages: dict[str, Any], fitted: set[str], sources: list[str], earlier: Any) -> dict[str, Any]:
+    """``stated_rows_from`` per stage: this run's ``--stated-rows`` manifests for the stated stages it fitted
+    on them, and for the stages kept from the start (``--from``) what its manifest named — per stage, or,
+    from an older manifest that kept one list for its run, that list for its stages fitted on recorded rows.
+    (One list for the whole calibration would name this run's English manifests as the source of a Chinese
+    stage carried over from the start.)"""
+    named: dict[str, Any] = {}
+    for stage, report in stages.items():
+        if not isinstance(report, dict):
+            continue
+        if stage in fitted:
+            if sources and "rows_from" in report:
+                named[stage] = list(sources)
+        elif isinstance(earlier, dict) and stage in earlier:
+            named[stage] = earlier[stage]
+        elif isinstance(earlier, list) and "rows_recorded" in report:
+            named[stage] = list(earlier)
+    return named
 
 
 def kept_stages(started: Any, fitted: dict[str, Any]) -> dict[str, Any]:

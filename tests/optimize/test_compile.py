@@ -497,6 +497,27 @@ def test_stages_kept_from_an_older_manifest_take_its_split_or_unknown_for_pooled
     assert kept_stages(None, {}) == {}
 
 
+def test_stated_rows_are_named_per_stage_so_a_stage_kept_from_the_start_keeps_its_own_sources():
+    """Pooling English rows into an artifact whose Chinese stage was fitted on other rows: the English stage
+    names this run's manifests, the Chinese one what the start named for it — not the English manifests."""
+    from optimize.compile import stated_sources
+
+    stages = {"stated@e5@en": {"rows_recorded": 16, "rows_from": [{"path": "en-train.json"}]},
+              "similarity@e5@en": {"threshold": 0.8},
+              "stated@e5@zh": {"rows_recorded": 12}, "answer": {"threshold": 0.4}}
+    fitted = {"stated@e5@en", "similarity@e5@en"}
+    per_stage = {"stated@e5@zh": ["zh-train.json"], "stated@e5@en": ["old-en.json"]}
+    assert stated_sources(stages, fitted, ["en-train.json", "en-dev.json"], per_stage) == {
+        "stated@e5@en": ["en-train.json", "en-dev.json"], "stated@e5@zh": ["zh-train.json"]}
+    # an older start kept one list for its run: it goes with the stages that start fitted on recorded rows
+    assert stated_sources(stages, fitted, ["en-train.json"], ["zh-train.json"]) == {
+        "stated@e5@en": ["en-train.json"], "stated@e5@zh": ["zh-train.json"]}
+    # a run that recorded its own rows names no manifest for them; the start's names stay
+    assert stated_sources({"stated@e5@en": {"rows": []}, "stated@e5@zh": {"rows_recorded": 12}}, {"stated@e5@en"},
+                          [], per_stage) == {"stated@e5@zh": ["zh-train.json"]}
+    assert stated_sources(stages, fitted, [], None) == {}
+
+
 def test_the_start_state_is_named_start_when_it_has_demos_or_rewritten_instructions():
     from optimize.stages import start_name
     from signatures import GradeRelevance
