@@ -331,9 +331,9 @@ async function upload(event) {
     const lines = ["Ingested into " + r.collection + ": " + r.documents + " document(s), " + r.chunks_added +
       " chunk(s) added, " + r.chunks_unchanged + " unchanged, " + r.chunks_removed + " replaced (" + r.seconds.toFixed(2) + " s)"];
     for (const s of r.skipped) lines.push("skipped " + s.path + ": " + s.reason);
-    $("upload-report").textContent = lines.join("\n");
-    await loadCollections();
+    await loadCollections();  // the picker follows before the report says it is done
     $("collection").value = r.collection;
+    $("upload-report").textContent = lines.join("\n");
   } catch (e) {
     $("upload-report").textContent = "Upload failed: " + e.message;
   } finally {
