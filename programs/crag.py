@@ -33,6 +33,7 @@ from programs.routing import (
     route_after_web_round,
 )
 from programs.scoring import Candidate, pick_best
+from programs.soft_labels import expected_value
 from programs.tracing import Tracer
 from programs.types import Passage
 from programs.web_budget import WebBudget
@@ -88,7 +89,7 @@ class CorrectiveRAG(RAGModule):
     Same constructor and output contract as every :class:`~programs.base.RAGModule`. ``config.k``
     passages are evaluated; the web is used when retrieval is judged incorrect or ambiguous (web
     passages are cited with their URL, ``Citation.source``). The settings it reads: the thresholds
-    ``crag_upper`` and ``crag_lower``, and the bounds ``max_strips``, ``max_web_rounds``,
+    ``crag_upper`` and ``crag_lower`` and the score they apply to (``crag_score``), and the bounds ``max_strips``, ``max_web_rounds``,
     ``max_regenerations``, ``k``, ``passage_chars`` and ``num_threads``. The generator LM writes the
     answers and web queries; the critic LM runs the evaluator, the strip filter and the support judge.
     """
@@ -102,17 +103,22 @@ class CorrectiveRAG(RAGModule):
     }
 
     # ------------------------------------------------------------------ steps
-    def _evaluate(self, tracer: Tracer, question: str, passages: list[Passage]) -> list[int | None]:
+    def _evaluate(self, tracer: Tracer, question: str, passages: list[Passage]) -> list[float | None]:
         """The evaluator's 0–10 score of each passage: the argmax of its probabilities over the scores
-        (recorded on the step, with the passage's id), or the decoded score without log-probabilities."""
+        (recorded on the step, with the passage's id) or, with ``crag_score = "expected"``, their
+        expectation (2 decimals; the route step lists the scores routed on); the decoded score without
+        log-probabilities (where the expectation is that score too)."""
         labels = field_labels(self.evaluate_retrieval, "score")
+        expected = self.config.crag_score == "expected"
 
-        def score(p: Passage) -> int | None:
+        def score(p: Passage) -> float | None:
             pred, step = self._critic(tracer, "evaluate_retrieval", self.evaluate_retrieval, "score",
                                       question=question, passage=self._evidence([p]))
             step.inputs["passage_id"] = passage_ref(p)
             soft = soft_of(pred, "score", labels)
             record_soft(step, soft)
+            if soft is not None and expected:
+                return round(expected_value(soft.probs), 2)
             if soft is not None:
                 return int(soft.label)
             if pred is None:

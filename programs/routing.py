@@ -67,7 +67,7 @@ CragAction = Literal["correct", "ambiguous", "incorrect"]
 RETRYABLE_WEB_ERRORS: frozenset[WebErrorKind] = frozenset({"empty", "bad_request"})
 
 
-def crag_action(scores: Sequence[int | None], upper: int, lower: int) -> CragAction:
+def crag_action(scores: Sequence[float | None], upper: float, lower: float) -> CragAction:
     """CRAG's three-way split of the evaluator's passage scores (Yan et al. 2024, §4.3).
 
     "correct" when at least one passage scores >= ``upper``; "incorrect" when every passage scores
@@ -81,7 +81,7 @@ def crag_action(scores: Sequence[int | None], upper: int, lower: int) -> CragAct
     return "ambiguous"
 
 
-def crag_usable(score: int | None, lower: int) -> bool:
+def crag_usable(score: float | None, lower: float) -> bool:
     """Whether a retrieved passage goes on to knowledge refinement: anything not judged incorrect
     (a failed evaluation included; the strip filter still has to keep each of its strips)."""
     return score is None or score >= lower

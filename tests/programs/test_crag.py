@@ -156,7 +156,7 @@ def test_incorrect_rewrites_to_keywords_searches_the_web_and_cites_the_url():
 
 def test_ambiguous_uses_both_sources_merged():
     web = FakeWeb([WEB_PAGE])
-    script = dict(BASE, evaluate_retrieval=score_if(Zephyr=5), generate_answer=answer_citing(1, 2))
+    script = dict(BASE, evaluate_retrieval=score_if(Zephyr=6), generate_answer=answer_citing(1, 2))  # in [5.84, 6.64)
     pred, result, engine = run(script, web=web)
     assert routes(result)[0] == "ambiguous"
     evidence = inputs_of(engine, "generate_answer")[0]["passages"]
@@ -190,7 +190,7 @@ def test_web_failure_is_recorded_then_abstains_when_nothing_else_is_known():
 
 def test_web_failure_when_ambiguous_answers_from_the_refined_knowledge_base():
     web = FakeWeb(error=WebSearchError("timeout", "10s"))
-    script = dict(BASE, evaluate_retrieval=score_if(Zephyr=5))
+    script = dict(BASE, evaluate_retrieval=score_if(Zephyr=6))
     pred, result, _ = run(script, web=web)
     assert routes(result)[:2] == ["ambiguous", "give_up"]
     assert not steps(result, "web_search")[0].ok
@@ -282,7 +282,7 @@ def test_unanswerable_draft_abstains():
 def test_lm_calls_never_exceed_the_documented_bound():
     """Worst case: ambiguous, every strip kept on the KB, useless web pages, answers never supported."""
     web = FakeWeb([passage(f"w{i}", f"Web page {i}. More text. Even more.", url=f"https://e.org/{i}") for i in range(5)])
-    script = dict(BASE, evaluate_retrieval={"score": 5},
+    script = dict(BASE, evaluate_retrieval={"score": 6},
                   filter_strip=lambda inp: {"keep": inp["strip"].startswith("(p")},  # KB strips only
                   judge_support={"support": "no"})
     cfg = dict(k=3, max_strips=4, max_web_rounds=2, max_regenerations=1)
@@ -396,7 +396,7 @@ def test_the_evaluator_and_strip_filter_record_probabilities_and_route_on_the_ar
         "filter_strip": lambda inp: {"keep": {True: 0.9, False: 0.1} if "1931" in inp["strip"]
                                      else {False: 0.7, True: 0.3}},
     }
-    result, engine = run_soft(script, probs, max_web_rounds=0)
+    result, engine = run_soft(script, probs, max_web_rounds=0, crag_score="argmax", crag_upper=7, crag_lower=4)
     assert routes(result)[0] == "correct"
     route = steps(result, "route")[0]
     assert route.inputs["scores"] == "[9, 1, 1]"
@@ -426,3 +426,49 @@ def test_without_log_probabilities_the_evaluator_records_hard_labels():
     _, result, _ = run(BASE)
     first = steps(result, "evaluate_retrieval")[0]
     assert first.soft is False and first.probs["9"] == 1.0 and first.output == 9 and first.decoded is None
+
+
+def test_the_expected_score_routes_where_the_argmax_would_not():
+    # p1's distribution: argmax 9 ("correct" at upper 7) but E[score] = 0.3*3 + 0.6*9 + 0.1*2 = 6.5 (2, not 1: a
+    # '1' token is a prefix of '10') ("ambiguous")
+    script = dict(BASE, evaluate_retrieval=score_if(Zephyr=9))
+    probs = {"evaluate_retrieval": lambda inp: {"score": {3: 0.3, 9: 0.6, 2: 0.1} if "Zephyr" in inp["passage"]
+                                                else {1: 0.8, 0: 0.2}}}
+    paper = dict(max_web_rounds=0, crag_upper=7, crag_lower=4)
+    argmax, _ = run_soft(script, probs, crag_score="argmax", **paper)
+    expected, _ = run_soft(script, probs, crag_score="expected", **paper)
+    assert routes(argmax)[0] == "correct" and routes(expected)[0] == "ambiguous"
+    route = steps(expected, "route")[0]
+    assert route.inputs["scores"] == "[6.5, 0.8, 0.8]"
+    assert [s.output for s in steps(expected, "evaluate_retrieval")] == [9, 1, 1]  # the steps keep the argmax
+    # only p1 (6.5 >= lower 4) is refined; the web is off, so the knowledge base answers alone
+    assert {s.inputs["passage_id"] for s in steps(expected, "evaluate_retrieval")} == {"p1", "p2", "p3"}
+    assert len(steps(expected, "filter_strip")) == len(steps(argmax, "filter_strip"))
+    assert not expected.abstained
+
+
+def test_the_expected_score_thresholds_are_fractional():
+    probs = {"evaluate_retrieval": lambda inp: {"score": {3: 0.3, 9: 0.6, 2: 0.1} if "Zephyr" in inp["passage"]
+                                                else {1: 0.8, 0: 0.2}}}
+    result, _ = run_soft(BASE, probs, max_web_rounds=0, crag_score="expected", crag_upper=6.45, crag_lower=0.9)
+    assert routes(result)[0] == "correct"
+    assert crag_action([0.8, 0.85], upper=6.3, lower=0.9) == "incorrect"
+
+
+def test_without_log_probabilities_the_expected_score_is_the_decoded_one():
+    _, result, _ = run(BASE)  # the default score is the expected one
+    assert steps(result, "route")[0].inputs["scores"] == "[9.0, 1.0, 1.0]"
+    assert routes(result)[0] == "correct"
+
+
+def test_the_defaults_route_on_the_expected_score_with_its_fitted_thresholds():
+    cfg = ProgramSettings()
+    assert cfg.crag_score == "expected" and (cfg.crag_upper, cfg.crag_lower) == (6.64, 5.84)
+    assert crag_action([6.7, 2.0], cfg.crag_upper, cfg.crag_lower) == "correct"
+    assert crag_action([6.5, 2.0], cfg.crag_upper, cfg.crag_lower) == "ambiguous"
+    assert crag_action([5.8, 2.0], cfg.crag_upper, cfg.crag_lower) == "incorrect"
+
+
+def test_an_unknown_crag_score_is_refused():
+    with pytest.raises(ValidationError, match="crag_score"):
+        ProgramSettings(crag_score="mean")

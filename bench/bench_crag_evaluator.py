@@ -1,0 +1,211 @@
+"""CRAG's retrieval evaluator on labelled passages: does its argmax score or its expected score tell
+relevant from irrelevant passages better, and how do CRAG's thresholds split them?
+
+    .venv/bin/python bench/bench_crag_evaluator.py [--profile local] [--languages en,zh] [--limit 40]
+        [--split dev] [--rows OUT.json] [--from-rows ROWS.json] [--fit-rows TRAIN_ROWS.json ...]
+
+The shipped thresholds (``program.crag_upper`` 6.64, ``crag_lower`` 5.84) are fitted on the kept rows of both
+splits, English and Chinese, 40 passages each (the local model, uncompiled evaluator):
+
+    .venv/bin/python bench/bench_crag_evaluator.py --from-rows bench/results/crag-evaluator-dev-rows.json \
+        --fit-rows bench/results/crag-evaluator-train-rows.json --fit-rows bench/results/crag-evaluator-dev-rows.json
+
+The evaluator is CorrectiveRAG's own ``evaluate_retrieval`` predictor (uncompiled unless ``--program``
+names a CRAG artifact), asked on a relevance split (``--split``; ``relevance`` and ``relevance_zh``: a question
+with its gold passage or another question's) one passage per call, as CRAG asks it. Each call's probabilities
+over the scores 0–10 give two scores: the **argmax** and the **expected** score E[score]. Prints per language:
+the argmax at the paper's 7 / 4, the expected score at the program's default thresholds and, with
+``--fit-rows`` (rows of other splits), at thresholds fitted on those rows (:func:`fit_thresholds`: upper trusts
+at most 10% of the irrelevant passages, lower drops at most 5% of the relevant ones — a dropped gold passage
+costs more than a web search); for each, ROC AUC against gold relevance and how the thresholds route the
+passages — relevant ones "correct" (≥ upper) and "incorrect" (< lower: the gold passage dropped), irrelevant
+ones "incorrect" and "correct" (trusted without the web) — the expected score's ECE (E/10 against relevance)
+and the cut with the best accuracy (in-sample: a hint, not a fit). ``--rows`` keeps the per-passage rows;
+``--from-rows`` re-prints a table from kept rows without an LM call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from judge_program import NoRetriever, add_model_args
+from rich.console import Console
+from rich.table import Table
+
+
+def record_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Ask the evaluator on each sampled dev passage; one row per passage (probabilities, gold)."""
+    from selfrag.paths import offline_environment
+
+    offline_environment()
+    from optimize.judgements import sample_split
+    from optimize.splits import language_loader, load_split
+    from programs.artifacts import load_state_into
+    from programs.registry import program_class
+    from programs.tracing import Tracer
+    from programs.types import Passage
+    from selfrag import paths, wiring
+    from selfrag.settings import resolve
+
+    settings = resolve({"lm": {"profile": args.profile, "threads": args.threads}})
+    generator, critic, adapter = wiring.build_lms(settings)
+    program = program_class("crag")(NoRetriever(), config=settings.program, generator_lm=generator,
+                                    critic_lm=critic, adapter=adapter)
+    if args.program:
+        load_state_into(program, args.program)
+    base = lambda task, split: load_split(task, split, paths.splits_dir())  # noqa: E731
+    rows: list[dict[str, Any]] = []
+    for language in [x.strip() for x in args.languages.split(",") if x.strip()]:
+        loader = language_loader(base, language)
+        raw = {str(ex.id): ex for ex in loader("relevance", args.split)}
+        for shown in sample_split("relevance", args.split, args.limit, loader):
+            ex = raw.get(str(shown.get("id")), shown)
+            passage = Passage(id=str(ex.get("id") or "p"), text=str(ex.passage),
+                              metadata={"title": str(ex.get("title") or "")})
+            tracer = Tracer()
+            t0 = time.perf_counter()
+            program._evaluate(tracer, str(ex.question), [passage])
+            step = next((s for s in tracer.steps if s.step == "evaluate_retrieval"), None)
+            rows.append({"language": language, "id": str(ex.get("id")), "relevant": ex.relevance == "relevant",
+                         "probs": step.probs if step is not None else None,
+                         "output": step.output if step is not None else None,
+                         "prompt_tokens": getattr(step, "prompt_tokens", None),
+                         "seconds": round(time.perf_counter() - t0, 2)})
+    return rows
+
+
+def scores_of(row: dict[str, Any]) -> tuple[float, float] | None:
+    """(argmax, expected) score of a row; None when the call gave no probabilities."""
+    probs = row.get("probs")
+    if not probs:
+        return None
+    dist = {int(k): float(v) for k, v in probs.items()}
+    total = sum(dist.values()) or 1.0
+    argmax = max(dist, key=lambda s: (dist[s], -s))
+    return float(argmax), sum(s * p for s, p in dist.items()) / total
+
+
+def best_threshold(scores: list[float], gold: list[bool]) -> tuple[float, float]:
+    """The cut (relevant when score ≥ cut) with the best accuracy, and that accuracy."""
+    best = (0.0, sum(gold) / len(gold))
+    for cut in sorted(set(scores)):
+        acc = sum((s >= cut) == g for s, g in zip(scores, gold)) / len(gold)
+        if acc > best[1]:
+            best = (cut, acc)
+    return best
+
+
+def fit_thresholds(rows: list[dict[str, Any]], max_trusted: float = 0.1, max_dropped: float = 0.05) -> tuple[float, float]:
+    """(upper, lower) on the expected score of ``rows`` (all languages pooled, as the settings are): the lowest
+    upper at which at most ``max_trusted`` of the irrelevant passages score "correct", the highest lower at
+    which at most ``max_dropped`` of the relevant ones score "incorrect" (lower never above upper). Cuts sit
+    half-way between neighbouring scores, rounded to 2 decimals."""
+    scored = [(scores_of(r), r["relevant"]) for r in rows]
+    pos = sorted(s[1] for s, g in scored if s is not None and g)
+    neg = sorted(s[1] for s, g in scored if s is not None and not g)
+    if not pos or not neg:
+        raise ValueError("fitting CRAG's thresholds needs relevant and irrelevant passages with probabilities")
+    values = sorted(set(pos + neg))
+    cuts = [values[0] - 0.01] + [(a + b) / 2 for a, b in zip(values, values[1:])] + [values[-1] + 0.01]
+    upper = next(c for c in cuts if sum(v >= c for v in neg) <= max_trusted * len(neg))
+    lower = max(c for c in cuts if sum(v < c for v in pos) <= max_dropped * len(pos))
+    return round(upper, 2), round(min(lower, upper), 2)
+
+
+def routing(vals: list[float], gold: list[bool], upper: float, lower: float) -> dict[str, float]:
+    """Shares of relevant / irrelevant passages CRAG's thresholds call correct and incorrect."""
+    pos = [v for v, g in zip(vals, gold) if g]
+    neg = [v for v, g in zip(vals, gold) if not g]
+    return {"relevant_correct": round(sum(v >= upper for v in pos) / len(pos), 3),
+            "relevant_incorrect": round(sum(v < lower for v in pos) / len(pos), 3),
+            "irrelevant_incorrect": round(sum(v < lower for v in neg) / len(neg), 3),
+            "irrelevant_correct": round(sum(v >= upper for v in neg) / len(neg), 3)}
+
+
+PAPER = (7, 4)  # CRAG's thresholds on the evaluator's argmax score (``crag_score = "argmax"``)
+
+
+def summarize(rows: list[dict[str, Any]], upper: float, lower: float, fitted: tuple[float, float] | None = None,
+              argmax_at: tuple[float, float] = PAPER) -> list[dict[str, Any]]:
+    """Per language: ``argmax`` routed at ``argmax_at``, ``expected`` at (upper, lower), ``expected_fitted`` at
+    ``fitted``."""
+    from sklearn.metrics import roc_auc_score
+
+    from optimize.calibration import ece
+
+    out = []
+    for language in sorted({r["language"] for r in rows}):
+        scored = [(scores_of(r), r["relevant"]) for r in rows if r["language"] == language]
+        ok = [(s, g) for s, g in scored if s is not None]
+        gold = [g for _, g in ok]
+        line: dict[str, Any] = {"language": language, "n": len(scored), "failed": len(scored) - len(ok)}
+        if ok and 0 < sum(gold) < len(gold):
+            variants = [("argmax", 0, argmax_at), ("expected", 1, (upper, lower))]
+            if fitted is not None:
+                variants.append(("expected_fitted", 1, fitted))
+            for name, i, (up, low) in variants:
+                vals = [s[i] for s, _ in ok]
+                cut, acc = best_threshold(vals, gold)
+                line[name] = {"auc": round(float(roc_auc_score(gold, vals)), 3), "upper": up, "lower": low,
+                              **routing(vals, gold, up, low), "best_cut": round(cut, 2), "best_accuracy": round(acc, 3)}
+            line["expected_ece"] = round(ece([s[1] / 10 for s, _ in ok], gold), 3)
+        out.append(line)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    add_model_args(ap)
+    ap.set_defaults(program="")  # CRAG ships no artifact: its uncompiled evaluator
+    ap.add_argument("--languages", default="en,zh")
+    ap.add_argument("--split", default="dev", choices=["train", "dev"])
+    ap.add_argument("--limit", type=int, default=40, help="passages per language (seeded sample, balanced splits)")
+    ap.add_argument("--rows", type=Path, help="write the per-passage rows here")
+    ap.add_argument("--from-rows", type=Path, help="summarize rows written by --rows (no LM call)")
+    ap.add_argument("--fit-rows", type=Path, action="append",
+                    help="fit the expected score's thresholds on these rows (another split; repeatable: pooled)")
+    ap.add_argument("--max-trusted", type=float, default=0.1, help="fit: share of irrelevant passages upper may call correct")
+    ap.add_argument("--max-dropped", type=float, default=0.05,
+                    help="fit: share of relevant passages lower may call incorrect (a dropped gold passage costs more "
+                         "than a web search)")
+    args = ap.parse_args()
+    from programs.settings import ProgramSettings
+
+    defaults = ProgramSettings()
+    rows = json.loads(args.from_rows.read_text()) if args.from_rows else record_rows(args)
+    if args.rows:
+        args.rows.write_text(json.dumps(rows, ensure_ascii=False, indent=1))
+    fit_rows = [row for path in args.fit_rows or [] for row in json.loads(path.read_text())]
+    fitted = fit_thresholds(fit_rows, args.max_trusted, args.max_dropped) if fit_rows else None
+    table = Table(title="CRAG evaluator on labelled passages (relevance splits)")
+    for col in ("lang", "n", "failed", "score", "upper / lower", "ROC AUC", "rel. → correct", "rel. → incorrect",
+                "irr. → incorrect", "irr. → correct", "best cut (acc.)", "ECE E/10"):
+        table.add_column(col, justify="left" if col in ("lang", "score") else "right")
+    for line in summarize(rows, defaults.crag_upper, defaults.crag_lower, fitted):
+        for name in ("argmax", "expected", "expected_fitted"):
+            m = line.get(name)
+            if m is None:
+                if name != "expected_fitted":
+                    table.add_row(line["language"], str(line["n"]), str(line["failed"]), name, *["-"] * 8)
+                continue
+            table.add_row(line["language"], str(line["n"]), str(line["failed"]), name.replace("_", ", "),
+                          f"{m['upper']:g} / {m['lower']:g}", f"{m['auc']:.3f}",
+                          *(f"{m[k]:.2f}" for k in ("relevant_correct", "relevant_incorrect", "irrelevant_incorrect",
+                                                    "irrelevant_correct")),
+                          f"{m['best_cut']:g} ({m['best_accuracy']:.2f})",
+                          f"{line['expected_ece']:.3f}" if name == "expected" else "")
+    Console(width=220).print(table)
+    if fitted is not None:
+        print(f"fitted on {', '.join(map(str, args.fit_rows))} ({len(fit_rows)} passages): program.crag_score = \"expected\", crag_upper = {fitted[0]:g}, "
+              f"crag_lower = {fitted[1]:g}")
+    secs = [r["seconds"] for r in rows if r.get("seconds") is not None]
+    if secs and not args.from_rows:
+        print(f"{len(rows)} evaluator calls, {sum(secs) / len(secs):.1f} s each")
+
+
+if __name__ == "__main__":
+    main()
