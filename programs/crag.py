@@ -41,8 +41,9 @@ from signatures import EvaluateRetrieval, FilterStrip, GenerateAnswer, JudgeSupp
 
 # A sentence ends after CJK 。！？ — no space follows in Chinese/Japanese — or after . ! ? followed by
 # whitespace (so "3.5" and "e.g.x" stay whole, and an initial such as "John H. McArthur" or "S.G. Tallentyre"
-# is not an end); closing quotes/brackets stay with their sentence. Line breaks always end a strip. The
-# full-width ； joins clauses of one sentence: on CMRC 2018 text, splitting there cut answer spans.
+# is not an end); closing quotes/brackets stay with their sentence. A line break ends a strip, except a soft
+# wrap inside a paragraph (see _unwrap). The full-width ； joins clauses of one sentence: on CMRC 2018 text,
+# splitting there cut answer spans.
 _SENTENCE_END = re.compile(
     r"(?<=[。！？])(?![。！？；」』”’）)\]])"
     r"|(?<=[。！？][」』”’）)\]])"
@@ -53,9 +54,32 @@ _SENTENCE_END = re.compile(
 _CJK_END = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]$")
 
 
+_BLOCK_LINE = re.compile(r"^\s*(?:#|[-*+•]\s|\d+[.)]\s|>|\|)")  # a heading, list item, quote or table row
+_CJK_START = re.compile(r"^[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+
+
+def _unwrap(text: str) -> str:
+    """Join the lines of a hard-wrapped paragraph (Markdown and plain text wrapped at a fixed width), so a
+    sentence running over a line break stays one strip: a line break between two non-blank lines is a soft
+    wrap unless either line is a heading, list item, quote or table row (two CJK characters join without a
+    space). A sentence end before the break still ends the strip (``_SENTENCE_END``)."""
+    lines = text.split("\n")
+    out = [lines[0]]
+    for line in lines[1:]:
+        prev = out[-1]
+        if prev.strip() and line.strip() and not _BLOCK_LINE.match(prev) and not _BLOCK_LINE.match(line):
+            left, right = prev.rstrip(), line.lstrip()
+            glue = "" if _CJK_END.search(left) and _CJK_START.search(right) else " "
+            out[-1] = left + glue + right
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def split_strips(text: str) -> list[str]:
-    """Split a passage into sentence strips (CRAG's "knowledge strips"), Chinese punctuation included."""
-    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+    """Split a passage into sentence strips (CRAG's "knowledge strips"), Chinese punctuation included;
+    hard-wrapped lines are joined first."""
+    return [s.strip() for s in _SENTENCE_END.split(_unwrap(text)) if s and s.strip()]
 
 
 def join_strips(strips: list[str]) -> str:

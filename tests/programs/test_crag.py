@@ -109,6 +109,14 @@ def test_strips_split_english_and_chinese_sentences():
         "泽菲尔大桥于1931年开通。", "它横跨奥达河！", "真的吗？", "他说：“是的。”", "然后离开了"]
 
 
+def test_hard_wrapped_lines_are_one_strip_but_headings_lists_and_paragraphs_still_end_one():
+    text = ("# Heron\nIts box carries up to 100 kg and fits two\nchild seats. It has a range of\nabout 80 km.\n"
+            "- rain cover\n- second battery\n\nA new paragraph\nends here.\n第一行文字\n继续。")
+    assert split_strips(text) == [
+        "# Heron", "Its box carries up to 100 kg and fits two child seats.", "It has a range of about 80 km.",
+        "- rain cover", "- second battery", "A new paragraph ends here.", "第一行文字继续。"]
+
+
 def test_strip_selection_is_round_robin_and_bounded():
     a = passage("a", "A1. A2. A3.")
     b = passage("b", "B1. B2.")
