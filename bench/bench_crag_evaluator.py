@@ -79,40 +79,40 @@ def record_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def scores_of(row: dict[str, Any]) -> tuple[float, float] | None:
-    """(argmax, expected) score of a row; None when the call gave no probabilities."""
+    """(argmax, expected) score of a row (a tie goes to the lower score); None when the call gave no
+    probabilities."""
+    from programs.soft_labels import expected_value
+
     probs = row.get("probs")
     if not probs:
         return None
     dist = {int(k): float(v) for k, v in probs.items()}
-    total = sum(dist.values()) or 1.0
-    argmax = max(dist, key=lambda s: (dist[s], -s))
-    return float(argmax), sum(s * p for s, p in dist.items()) / total
+    return float(max(dist, key=lambda s: (dist[s], -s))), expected_value(dist)
 
 
 def best_threshold(scores: list[float], gold: list[bool]) -> tuple[float, float]:
-    """The cut (relevant when score ≥ cut) with the best accuracy, and that accuracy."""
-    best = (0.0, sum(gold) / len(gold))
-    for cut in sorted(set(scores)):
-        acc = sum((s >= cut) == g for s, g in zip(scores, gold)) / len(gold)
-        if acc > best[1]:
-            best = (cut, acc)
-    return best
+    """The cut (relevant when score ≥ cut) with the best accuracy, and that accuracy (calibrate's
+    :func:`~optimize.calibration.fit_threshold` on score / 10)."""
+    from optimize.calibration import fit_threshold
+
+    fit = fit_threshold([v / 10 for v in scores], gold, "accuracy")
+    return fit.threshold * 10, fit.point.accuracy
 
 
 def fit_thresholds(rows: list[dict[str, Any]], max_trusted: float = 0.1, max_dropped: float = 0.05) -> tuple[float, float]:
     """(upper, lower) on the expected score of ``rows`` (all languages pooled, as the settings are): the lowest
-    upper at which at most ``max_trusted`` of the irrelevant passages score "correct", the highest lower at
-    which at most ``max_dropped`` of the relevant ones score "incorrect" (lower never above upper). Cuts sit
-    half-way between neighbouring scores, rounded to 2 decimals."""
-    scored = [(scores_of(r), r["relevant"]) for r in rows]
-    pos = sorted(s[1] for s, g in scored if s is not None and g)
-    neg = sorted(s[1] for s, g in scored if s is not None and not g)
-    if not pos or not neg:
+    upper at which at most ``max_trusted`` of the irrelevant passages score "correct" (false acceptance), the
+    highest lower at which at most ``max_dropped`` of the relevant ones score "incorrect" (false abstention),
+    lower never above upper; read off calibrate's threshold curve on score / 10 (cuts half-way between
+    neighbouring scores), rounded to 2 decimals."""
+    from optimize.calibration import threshold_curve
+
+    scored = [(s[1], bool(r["relevant"])) for r in rows if (s := scores_of(r)) is not None]
+    if not any(g for _, g in scored) or all(g for _, g in scored):
         raise ValueError("fitting CRAG's thresholds needs relevant and irrelevant passages with probabilities")
-    values = sorted(set(pos + neg))
-    cuts = [values[0] - 0.01] + [(a + b) / 2 for a, b in zip(values, values[1:])] + [values[-1] + 0.01]
-    upper = next(c for c in cuts if sum(v >= c for v in neg) <= max_trusted * len(neg))
-    lower = max(c for c in cuts if sum(v < c for v in pos) <= max_dropped * len(pos))
+    curve = threshold_curve([v / 10 for v, _ in scored], [g for _, g in scored])
+    upper = min(pt.threshold for pt in curve if pt.false_acceptance <= max_trusted + 1e-12) * 10
+    lower = max(pt.threshold for pt in curve if pt.false_abstention <= max_dropped + 1e-12) * 10
     return round(upper, 2), round(min(lower, upper), 2)
 
 
