@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 import dspy
 
@@ -34,6 +35,7 @@ from programs.routing import (
 )
 from programs.scoring import Candidate, pick_best
 from programs.soft_labels import expected_value
+from programs.thresholds import CragThresholds, crag_thresholds
 from programs.tracing import Tracer
 from programs.types import Passage
 from programs.web_budget import WebBudget
@@ -113,7 +115,8 @@ class CorrectiveRAG(RAGModule):
     Same constructor and output contract as every :class:`~programs.base.RAGModule`. ``config.k``
     passages are evaluated; the web is used when retrieval is judged incorrect or ambiguous (web
     passages are cited with their URL, ``Citation.source``). The settings it reads: the thresholds
-    ``crag_upper`` and ``crag_lower`` and the score they apply to (``crag_score``), and the bounds ``max_strips``, ``max_web_rounds``,
+    ``crag_upper`` and ``crag_lower`` and the score they apply to (``crag_score``; unset: the compiled
+    artifact's, else the defaults — :attr:`crag_thresholds`), and the bounds ``max_strips``, ``max_web_rounds``,
     ``max_regenerations``, ``k``, ``passage_chars`` and ``num_threads``. The generator LM writes the
     answers and web queries; the critic LM runs the evaluator, the strip filter and the support judge.
     """
@@ -126,21 +129,42 @@ class CorrectiveRAG(RAGModule):
         "judge_support": JudgeSupport,
     }
 
+    @property
+    def crag_thresholds(self) -> CragThresholds:
+        """The evaluator's thresholds in force: the settings' ``crag_score`` / ``crag_upper`` / ``crag_lower``,
+        else the compiled artifact's (its calibrate stage), else the defaults (:func:`crag_thresholds`)."""
+        cfg, compiled = self.config, self.compiled_thresholds
+        return crag_thresholds(compiled.crag if compiled is not None else None, cfg.crag_score, cfg.crag_upper,
+                               cfg.crag_lower)
+
+    def evaluator_probabilities(self, question: str, passage: Passage) -> tuple[dict[int, float] | None, Tracer]:
+        """The evaluator's probabilities over the scores 0–10 for one passage (None when the call failed; the
+        decoded score at 1 without log-probabilities), with the trace of the call: what the calibrate stage
+        fits the thresholds on."""
+        tracer = Tracer()
+        soft, _ = self._evaluator_call(tracer, question, passage)
+        return (None if soft is None else {int(k): float(v) for k, v in soft.probs.items()}), tracer
+
+    def _evaluator_call(self, tracer: Tracer, question: str, passage: Passage) -> tuple[Any, Any]:
+        """One evaluator call on one passage: its soft label (None when it failed) and its prediction; the
+        step records the passage's id and the probabilities."""
+        pred, step = self._critic(tracer, "evaluate_retrieval", self.evaluate_retrieval, "score",
+                                  question=question, passage=self._evidence([passage]))
+        step.inputs["passage_id"] = passage_ref(passage)
+        soft = soft_of(pred, "score", field_labels(self.evaluate_retrieval, "score"))
+        record_soft(step, soft)
+        return soft, pred
+
     # ------------------------------------------------------------------ steps
     def _evaluate(self, tracer: Tracer, question: str, passages: list[Passage]) -> list[float | None]:
         """The evaluator's 0–10 score of each passage: the argmax of its probabilities over the scores
         (recorded on the step, with the passage's id) or, with ``crag_score = "expected"``, their
         expectation (2 decimals; the route step lists the scores routed on); the decoded score without
         log-probabilities (where the expectation is that score too)."""
-        labels = field_labels(self.evaluate_retrieval, "score")
-        expected = self.config.crag_score == "expected"
+        expected = self.crag_thresholds.score == "expected"
 
         def score(p: Passage) -> float | None:
-            pred, step = self._critic(tracer, "evaluate_retrieval", self.evaluate_retrieval, "score",
-                                      question=question, passage=self._evidence([p]))
-            step.inputs["passage_id"] = passage_ref(p)
-            soft = soft_of(pred, "score", labels)
-            record_soft(step, soft)
+            soft, pred = self._evaluator_call(tracer, question, p)
             if soft is not None and expected:
                 return round(expected_value(soft.probs), 2)
             if soft is not None:
@@ -218,12 +242,13 @@ class CorrectiveRAG(RAGModule):
 
         passages = self._retrieve(tracer, question, cfg.k)
         scores = self._evaluate(tracer, question, passages)
-        action = crag_action(scores, cfg.crag_upper, cfg.crag_lower)
-        tracer.note("route", action, scores=scores, upper=cfg.crag_upper, lower=cfg.crag_lower)
+        cut = self.crag_thresholds
+        action = crag_action(scores, cut.upper, cut.lower)
+        tracer.note("route", action, scores=scores, score=cut.score, upper=cut.upper, lower=cut.lower)
 
         knowledge: list[Passage] = []
         if action in ("correct", "ambiguous"):
-            internal = [p for p, s in zip(passages, scores) if crag_usable(s, cfg.crag_lower)]
+            internal = [p for p, s in zip(passages, scores) if crag_usable(s, cut.lower)]
             knowledge += self._refine(tracer, question, internal, "kb")
         web_knowledge: list[Passage] = []
         if action in ("incorrect", "ambiguous"):

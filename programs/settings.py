@@ -68,16 +68,18 @@ class ProgramSettings(BaseModel):
     # questions (bench/bench_passage_window.py); 900 gave F1 +0.02 on ClapNQ and CMRC dev at the same
     # abstention and latency, ~20% more prompt tokens (README "How much of the passage the judges read").
     passage_chars: int = Field(900, ge=100)
-    # CorrectiveRAG (CRAG): the evaluator scores each passage 0-10; some score >= crag_upper means
-    # "correct", every score < crag_lower means "incorrect", anything else "ambiguous". A passage's score is
+    # CorrectiveRAG (CRAG): the evaluator scores each passage 0-10; some score >= the upper threshold means
+    # "correct", every score < the lower one "incorrect", anything else "ambiguous". A passage's score is
     # the expectation of the evaluator's probabilities over 0-10 ("expected") or their argmax. On the local
     # model the expectation tells relevant from irrelevant passages far better (ROC AUC 0.86-0.96 against
-    # 0.48-0.86 on the relevance splits) but lives in a narrow band (~4-7.5), so its thresholds are fitted:
-    # 6.64 / 5.84 on 160 labelled passages (bench/bench_crag_evaluator.py, README "Corrective retrieval").
-    # With crag_score = "argmax", the paper's 7 / 4; for another model, refit with the bench.
-    crag_score: Literal["argmax", "expected"] = "expected"
-    crag_upper: float = Field(6.64, ge=0, le=10)
-    crag_lower: float = Field(5.84, ge=0, le=10)
+    # 0.48-0.86 on the relevance splits) but lives in a narrow band (~4-7.5), so its thresholds are fitted.
+    # None = the compiled artifact's (`selfrag compile --program crag --calibrate`), else
+    # programs.thresholds.CragThresholds' defaults: the expectation at 6.64 / 5.84, fitted on 160 labelled
+    # passages (bench/bench_crag_evaluator.py, README "Corrective retrieval"); "argmax" alone takes the
+    # paper's 7 / 4 (programs.thresholds.crag_thresholds).
+    crag_score: Literal["argmax", "expected"] | None = None
+    crag_upper: float | None = Field(None, ge=0, le=10)
+    crag_lower: float | None = Field(None, ge=0, le=10)
     max_strips: int = Field(8, ge=1, le=100)  # strip judgements per refinement (KB, each web round)
     # Retrieval strategies (programs/retrieval_pipeline.py, in programs built with StrategyRetrieval):
     # query transforms fused with the question's ranking by RRF, collection routing, self-query, rerank.
@@ -112,6 +114,6 @@ class ProgramSettings(BaseModel):
 
     @model_validator(mode="after")
     def _crag_thresholds_ordered(self) -> "ProgramSettings":
-        if self.crag_lower > self.crag_upper:
+        if self.crag_lower is not None and self.crag_upper is not None and self.crag_lower > self.crag_upper:
             raise ValueError(f"program.crag_lower ({self.crag_lower}) must not exceed program.crag_upper ({self.crag_upper})")
         return self

@@ -38,9 +38,9 @@ threshold, 0.5 with hard labels means "answer when the support judge says fully 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, Literal
 
-
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from programs.scoring import SUPPORT_VALUE
 from programs.types import AbstainReason, Passage
@@ -61,6 +61,30 @@ class EmbedderThresholds(BaseModel):
 
 EMBEDDER_BOUND = ("similarity", "stated_similarity_weight", "stated", "verified", "check_prior")
 """The :class:`Thresholds` fields an :class:`EmbedderThresholds` set replaces."""
+
+
+class CragThresholds(BaseModel):
+    """CorrectiveRAG's evaluator thresholds on its 0–10 passage score, and the score they apply to: some
+    passage scoring ≥ ``upper`` makes the retrieval "correct", all scoring < ``lower`` "incorrect", else
+    "ambiguous". ``score``: the expectation of the evaluator's probabilities over 0–10, or their argmax. The
+    defaults are fitted for the expectation on 160 labelled passages of the local model
+    (``bench/bench_crag_evaluator.py``); ``selfrag compile --program crag --calibrate`` fits them on yours."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    score: Literal["argmax", "expected"] = "expected"
+    upper: float = Field(6.64, ge=0.0, le=10.0)
+    lower: float = Field(5.84, ge=0.0, le=10.0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "CragThresholds":
+        if self.lower > self.upper:
+            raise ValueError(f"the lower CRAG threshold ({self.lower:g}) must not exceed the upper one ({self.upper:g})")
+        return self
+
+
+PAPER_CRAG = CragThresholds(score="argmax", upper=7.0, lower=4.0)
+"""The CRAG paper's thresholds, on the evaluator's argmax score."""
 
 
 class Thresholds(BaseModel):
@@ -93,6 +117,16 @@ class Thresholds(BaseModel):
         default_factory=dict, description="embedder name, or name@language (e5-small@zh) -> its own gate, w, "
                                           "stated and verified thresholds, in force over a retriever with that "
                                           "embedder (not similarity_embedder), for questions in that language")
+    crag: CragThresholds | None = Field(None, description="CorrectiveRAG's evaluator thresholds fitted by its "
+                                                          "calibrate stage (None = CragThresholds' defaults)")
+
+    @model_serializer(mode="wrap")
+    def _without_unset_crag(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """No ``crag`` key while none is fitted: SelfRAG's thresholds, artifacts and manifests read as before."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("crag") is None:
+            data.pop("crag", None)
+        return data
 
 
 ABSTAIN_REASONS: dict[str, str] = {
@@ -114,6 +148,26 @@ ABSTAIN_REASONS: dict[str, str] = {
     "direct_unanswerable": "the question was routed to answer without retrieval and the model gave no answer",
 }
 """What each abstain reason means (shown by ``ask``)."""
+
+
+def crag_thresholds(compiled: CragThresholds | None, score: str | None = None, upper: float | None = None,
+                    lower: float | None = None) -> CragThresholds:
+    """The CRAG thresholds in force: ``score`` / ``upper`` / ``lower`` set in the settings win, else the compiled
+    artifact's (``compiled``), else :class:`CragThresholds`' defaults. Thresholds fitted on one score do not
+    hold for the other: choosing the argmax where they were fitted on the expectation falls back to the
+    paper's 7 / 4 (:data:`PAPER_CRAG`), the reverse to the defaults. ValueError when a lower set in the
+    settings ends above the upper in force (or the reverse)."""
+    base = compiled or CragThresholds()
+    if score is not None and score != base.score:
+        base = PAPER_CRAG if score == "argmax" else CragThresholds()
+    if upper is None and lower is None:
+        return base
+    upper = base.upper if upper is None else upper
+    lower = base.lower if lower is None else lower
+    if lower > upper:
+        raise ValueError(f"program.crag_lower ({lower:g}) must not exceed program.crag_upper ({upper:g}); "
+                         "one of them is the compiled artifact's or the default when the settings set only the other")
+    return CragThresholds(score=base.score, upper=upper, lower=lower)
 
 
 def embedder_key(embedder: str, language: str | None = None) -> str:

@@ -321,6 +321,12 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
         artifact = shipped  # compiled for SelfRAG only
     if artifact is not None:
         load_state_into(program, Path(artifact), strict=strict)
+    try:  # CRAG: a threshold set in the settings against the other one the artifact (or the default) holds
+        getattr(program, "crag_thresholds", None)
+    except ValueError as exc:
+        from selfrag.errors import ConfigError
+
+        raise ConfigError(f"program settings: {exc}") from None
     ingested = ensure_demo_corpus(kb, progress=progress) if fill_demo else False
     if pending:
         real = strategy_components(settings, kb, base)

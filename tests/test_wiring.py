@@ -112,6 +112,22 @@ def test_a_strategy_that_was_set_is_kept_and_a_mismatched_artifact_is_refused(se
         build_runtime(chosen)
 
 
+def test_a_crag_artifact_brings_its_thresholds_and_a_setting_against_them_is_a_config_error(settings, tmp_path):
+    from programs.thresholds import CragThresholds, Thresholds
+    from selfrag.errors import ConfigError
+    from selfrag.wiring import build_runtime
+
+    path = tmp_path / "crag.json"
+    fitted = CorrectiveRAG(ListRetriever([]))
+    fitted.compiled_thresholds = Thresholds(crag=CragThresholds(upper=6.1, lower=2.5))
+    save_artifact(fitted, path)
+    runtime = build_runtime(settings.model_copy(update={"program_path": path}))
+    assert runtime.program.crag_thresholds == CragThresholds(upper=6.1, lower=2.5)
+    against = settings.program.model_copy(update={"crag_lower": 6.3})  # above the artifact's upper
+    with pytest.raises(ConfigError, match=r"program settings: program.crag_lower \(6.3\) must not exceed"):
+        build_runtime(settings.model_copy(update={"program_path": path, "program": against}))
+
+
 def program_name_of(cls):
     return next(name for name in PROGRAM_NAMES if program_class(name) is cls)
 

@@ -4,10 +4,12 @@ import dspy
 import pytest
 from pydantic import ValidationError
 
+from programs.artifacts import load_state_into, save_artifact
 from programs.crag import CorrectiveRAG, select_strips, split_strips
 from programs.routing import crag_action, crag_usable, route_after_refinement, route_after_web_round
 from programs.passages import ABSTAIN_ANSWER
 from programs.settings import ProgramSettings
+from programs.thresholds import PAPER_CRAG, CragThresholds, Thresholds
 from programs.types import RAGResult, WebSearchError
 from tests.fakes import FakeWeb, ListRetriever, passage, scripted_lm
 
@@ -470,11 +472,59 @@ def test_without_log_probabilities_the_expected_score_is_the_decoded_one():
 
 
 def test_the_defaults_route_on_the_expected_score_with_its_fitted_thresholds():
-    cfg = ProgramSettings()
-    assert cfg.crag_score == "expected" and (cfg.crag_upper, cfg.crag_lower) == (6.64, 5.84)
-    assert crag_action([6.7, 2.0], cfg.crag_upper, cfg.crag_lower) == "correct"
-    assert crag_action([6.5, 2.0], cfg.crag_upper, cfg.crag_lower) == "ambiguous"
-    assert crag_action([5.8, 2.0], cfg.crag_upper, cfg.crag_lower) == "incorrect"
+    program = CorrectiveRAG(ListRetriever(KB), config=ProgramSettings())
+    cut = program.crag_thresholds
+    assert (cut.score, cut.upper, cut.lower) == ("expected", 6.64, 5.84)
+    assert crag_action([6.7, 2.0], cut.upper, cut.lower) == "correct"
+    assert crag_action([6.5, 2.0], cut.upper, cut.lower) == "ambiguous"
+    assert crag_action([5.8, 2.0], cut.upper, cut.lower) == "incorrect"
+
+
+def compiled_crag(**cfg):
+    program = CorrectiveRAG(ListRetriever(KB), config=ProgramSettings(**cfg))
+    program.compiled_thresholds = Thresholds(crag=CragThresholds(score="expected", upper=6.2, lower=3.0))
+    return program
+
+
+def test_the_compiled_thresholds_hold_unless_the_settings_set_one():
+    assert compiled_crag().crag_thresholds == CragThresholds(score="expected", upper=6.2, lower=3.0)
+    assert compiled_crag(crag_upper=8).crag_thresholds == CragThresholds(score="expected", upper=8, lower=3.0)
+    assert compiled_crag(crag_lower=1.5, crag_upper=2).crag_thresholds.lower == 1.5
+
+
+def test_argmax_alone_takes_the_papers_thresholds_not_ones_fitted_on_the_expectation():
+    assert compiled_crag(crag_score="argmax").crag_thresholds == PAPER_CRAG
+    bare = CorrectiveRAG(ListRetriever(KB), config=ProgramSettings(crag_score="argmax"))
+    assert (bare.crag_thresholds.upper, bare.crag_thresholds.lower) == (7.0, 4.0)
+    assert compiled_crag(crag_score="argmax", crag_upper=9).crag_thresholds == CragThresholds(
+        score="argmax", upper=9, lower=4.0)
+
+
+def test_a_lower_set_above_the_compiled_upper_is_refused_naming_both():
+    with pytest.raises(ValueError, match=r"crag_lower \(6.5\) must not exceed program.crag_upper \(6.2\)"):
+        compiled_crag(crag_lower=6.5).crag_thresholds
+    with pytest.raises(ValidationError, match="lower CRAG threshold"):
+        CragThresholds(upper=3, lower=4)
+
+
+def test_the_route_records_the_thresholds_and_score_it_used():
+    probs = {"evaluate_retrieval": lambda inp: {"score": {3: 0.3, 9: 0.6, 2: 0.1} if "Zephyr" in inp["passage"]
+                                                else {1: 0.8, 0: 0.2}}}
+    lm, _ = scripted_lm(BASE, probs=probs)
+    program = compiled_crag(k=3, max_web_rounds=0)  # E[p1] = 6.5 >= the compiled 6.2 (the default 6.64 is not)
+    program.generator_lm = program.critic_lm = lm
+    program.adapter = dspy.JSONAdapter()
+    result = program(question=QUESTION).result
+    route = steps(result, "route")[0]
+    assert route.output == "correct"
+    assert (route.inputs["score"], route.inputs["upper"], route.inputs["lower"]) == ("expected", "6.2", "3.0")
+
+
+def test_crag_thresholds_survive_an_artifact_round_trip(tmp_path):
+    program = compiled_crag()
+    path = save_artifact(program, tmp_path / "crag.json")
+    loaded = load_state_into(CorrectiveRAG(ListRetriever(KB), config=ProgramSettings()), path, strict=True)
+    assert loaded.crag_thresholds == CragThresholds(score="expected", upper=6.2, lower=3.0)
 
 
 def test_an_unknown_crag_score_is_refused():
