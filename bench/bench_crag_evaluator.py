@@ -15,7 +15,7 @@ names a CRAG artifact), asked on a relevance split (``--split``; ``relevance`` a
 with its gold passage or another question's) one passage per call, as CRAG asks it. Each call's probabilities
 over the scores 0–10 give two scores: the **argmax** and the **expected** score E[score]. Prints per language:
 the argmax at the paper's 7 / 4, the expected score at the program's default thresholds and, with
-``--fit-rows`` (rows of other splits), at thresholds fitted on those rows (:func:`fit_thresholds`: upper trusts
+``--fit-rows`` (rows of other splits), at thresholds fitted on those rows (:func:`optimize.calibrate_crag.fit_crag_thresholds`, as ``selfrag compile --program crag --calibrate`` fits them: upper trusts
 at most 10% of the irrelevant passages, lower drops at most 5% of the relevant ones — a dropped gold passage
 costs more than a web search); for each, ROC AUC against gold relevance and how the thresholds route the
 passages — relevant ones "correct" (≥ upper) and "incorrect" (< lower: the gold passage dropped), irrelevant
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +37,16 @@ from rich.table import Table
 
 
 def record_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Ask the evaluator on each sampled dev passage; one row per passage (probabilities, gold)."""
+    """Ask the evaluator on each sampled passage (the calibrate stage's sample and rows,
+    :mod:`optimize.calibrate_crag`); one row per passage (probabilities, gold)."""
     from selfrag.paths import offline_environment
 
     offline_environment()
-    from optimize.judgements import sample_split
+    from optimize import calibrate_crag
+    from optimize.judgements import seeded_sample
     from optimize.splits import language_loader, load_split
     from programs.artifacts import load_state_into
     from programs.registry import program_class
-    from programs.tracing import Tracer
-    from programs.types import Passage
     from selfrag import paths, wiring
     from selfrag.settings import resolve
 
@@ -60,34 +59,9 @@ def record_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     base = lambda task, split: load_split(task, split, paths.splits_dir())  # noqa: E731
     rows: list[dict[str, Any]] = []
     for language in [x.strip() for x in args.languages.split(",") if x.strip()]:
-        loader = language_loader(base, language)
-        raw = {str(ex.id): ex for ex in loader("relevance", args.split)}
-        for shown in sample_split("relevance", args.split, args.limit, loader):
-            ex = raw.get(str(shown.get("id")), shown)
-            passage = Passage(id=str(ex.get("id") or "p"), text=str(ex.passage),
-                              metadata={"title": str(ex.get("title") or "")})
-            tracer = Tracer()
-            t0 = time.perf_counter()
-            program._evaluate(tracer, str(ex.question), [passage])
-            step = next((s for s in tracer.steps if s.step == "evaluate_retrieval"), None)
-            rows.append({"language": language, "id": str(ex.get("id")), "relevant": ex.relevance == "relevant",
-                         "probs": step.probs if step is not None else None,
-                         "output": step.output if step is not None else None,
-                         "prompt_tokens": getattr(step, "prompt_tokens", None),
-                         "seconds": round(time.perf_counter() - t0, 2)})
+        examples = seeded_sample("relevance", args.split, args.limit, language_loader(base, language))
+        rows += calibrate_crag.record_rows(program, examples, language)[0]
     return rows
-
-
-def scores_of(row: dict[str, Any]) -> tuple[float, float] | None:
-    """(argmax, expected) score of a row (a tie goes to the lower score); None when the call gave no
-    probabilities."""
-    from programs.soft_labels import expected_value
-
-    probs = row.get("probs")
-    if not probs:
-        return None
-    dist = {int(k): float(v) for k, v in probs.items()}
-    return float(max(dist, key=lambda s: (dist[s], -s))), expected_value(dist)
 
 
 def best_threshold(scores: list[float], gold: list[bool]) -> tuple[float, float]:
@@ -99,33 +73,6 @@ def best_threshold(scores: list[float], gold: list[bool]) -> tuple[float, float]
     return fit.threshold * 10, fit.point.accuracy
 
 
-def fit_thresholds(rows: list[dict[str, Any]], max_trusted: float = 0.1, max_dropped: float = 0.05) -> tuple[float, float]:
-    """(upper, lower) on the expected score of ``rows`` (all languages pooled, as the settings are): the lowest
-    upper at which at most ``max_trusted`` of the irrelevant passages score "correct" (false acceptance), the
-    highest lower at which at most ``max_dropped`` of the relevant ones score "incorrect" (false abstention),
-    lower never above upper; read off calibrate's threshold curve on score / 10 (cuts half-way between
-    neighbouring scores), rounded to 2 decimals."""
-    from optimize.calibration import threshold_curve
-
-    scored = [(s[1], bool(r["relevant"])) for r in rows if (s := scores_of(r)) is not None]
-    if not any(g for _, g in scored) or all(g for _, g in scored):
-        raise ValueError("fitting CRAG's thresholds needs relevant and irrelevant passages with probabilities")
-    curve = threshold_curve([v / 10 for v, _ in scored], [g for _, g in scored])
-    upper = min(pt.threshold for pt in curve if pt.false_acceptance <= max_trusted + 1e-12) * 10
-    lower = max(pt.threshold for pt in curve if pt.false_abstention <= max_dropped + 1e-12) * 10
-    return round(upper, 2), round(min(lower, upper), 2)
-
-
-def routing(vals: list[float], gold: list[bool], upper: float, lower: float) -> dict[str, float]:
-    """Shares of relevant / irrelevant passages CRAG's thresholds call correct and incorrect."""
-    pos = [v for v, g in zip(vals, gold) if g]
-    neg = [v for v, g in zip(vals, gold) if not g]
-    return {"relevant_correct": round(sum(v >= upper for v in pos) / len(pos), 3),
-            "relevant_incorrect": round(sum(v < lower for v in pos) / len(pos), 3),
-            "irrelevant_incorrect": round(sum(v < lower for v in neg) / len(neg), 3),
-            "irrelevant_correct": round(sum(v >= upper for v in neg) / len(neg), 3)}
-
-
 PAPER = (7, 4)  # CRAG's thresholds on the evaluator's argmax score (``crag_score = "argmax"``)
 
 
@@ -135,6 +82,7 @@ def summarize(rows: list[dict[str, Any]], upper: float, lower: float, fitted: tu
     ``fitted``."""
     from sklearn.metrics import roc_auc_score
 
+    from optimize.calibrate_crag import routing, scores_of
     from optimize.calibration import ece
 
     out = []
@@ -173,19 +121,20 @@ def main() -> None:
                     help="fit: share of relevant passages lower may call incorrect (a dropped gold passage costs more "
                          "than a web search)")
     args = ap.parse_args()
-    from programs.settings import ProgramSettings
+    from optimize.calibrate_crag import fit_crag_thresholds
+    from programs.thresholds import CragThresholds
 
-    defaults = ProgramSettings()
+    defaults = CragThresholds()
     rows = json.loads(args.from_rows.read_text()) if args.from_rows else record_rows(args)
     if args.rows:
         args.rows.write_text(json.dumps(rows, ensure_ascii=False, indent=1))
     fit_rows = [row for path in args.fit_rows or [] for row in json.loads(path.read_text())]
-    fitted = fit_thresholds(fit_rows, args.max_trusted, args.max_dropped) if fit_rows else None
+    fitted = fit_crag_thresholds(fit_rows, args.max_trusted, args.max_dropped) if fit_rows else None
     table = Table(title="CRAG evaluator on labelled passages (relevance splits)")
     for col in ("lang", "n", "failed", "score", "upper / lower", "ROC AUC", "rel. → correct", "rel. → incorrect",
                 "irr. → incorrect", "irr. → correct", "best cut (acc.)", "ECE E/10"):
         table.add_column(col, justify="left" if col in ("lang", "score") else "right")
-    for line in summarize(rows, defaults.crag_upper, defaults.crag_lower, fitted):
+    for line in summarize(rows, defaults.upper, defaults.lower, fitted):
         for name in ("argmax", "expected", "expected_fitted"):
             m = line.get(name)
             if m is None:

@@ -56,7 +56,7 @@ class CompileResult:
     stages: list[StageReport]
 
 
-class _NullRetriever:
+class NullRetriever:
     """The per-judgement compile never retrieves; the artifact is loaded over a real retriever later."""
 
     def retrieve(self, query: str, k: int = 5, filters: dict[str, Any] | None = None) -> list:
@@ -70,9 +70,10 @@ def check_request(*, optimizer: str = "bootstrap", judgements: str | Sequence[st
                   program: str = "selfrag") -> tuple[list[str], str]:
     """Validate a compile request before anything is built; returns the judgement names and the artifact name.
 
-    ``program`` is a registry name: SelfRAG compiles its judgements, end to end and calibrates; any other
-    program only end to end (``e2e`` with no judgement and no ``calibrate``: its LM steps have no
-    labelled sets). Raises :class:`CompileError` naming the problem."""
+    ``program`` is a registry name: SelfRAG compiles its judgements, end to end and calibrates; CRAG end to
+    end and / or calibrates (its evaluator's thresholds, :mod:`optimize.calibrate_crag`); any other program
+    only end to end (``e2e`` with no judgement and no ``calibrate``: its LM steps have no labelled sets).
+    Raises :class:`CompileError` naming the problem."""
     if program not in PROGRAM_NAMES:
         raise CompileError(f"unknown program {program!r}: use one of {', '.join(PROGRAM_NAMES)}")
     if optimizer not in OPTIMIZERS:
@@ -89,9 +90,12 @@ def check_request(*, optimizer: str = "bootstrap", judgements: str | Sequence[st
         names: list[str] = []
     else:
         names = parse_judgements(judgements, with_answer) if judgements else []
-    if program != "selfrag" and (names or calibrate or not e2e):
+    if program == "crag" and (names or not (e2e or calibrate)):
+        raise CompileError("--program crag compiles end to end and / or calibrates its evaluator's thresholds: "
+                           "use --e2e and / or --calibrate with --judgement none (the judgement stages are SelfRAG's)")
+    if program not in ("selfrag", "crag") and (names or calibrate or not e2e):
         raise CompileError(f"--program {program} compiles end to end only: use --e2e --judgement none "
-                           "(the judgement stages and --calibrate are SelfRAG's)")
+                           "(the judgement stages are SelfRAG's; --calibrate is SelfRAG's and CRAG's)")
     if not names and not e2e and not calibrate:
         raise CompileError("nothing to compile: give a judgement, --e2e or --calibrate")
     name = name or f"compiled-{optimizer}"
@@ -177,7 +181,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
     critic_lm = critic or generator
     reflection_lm = reflection_lm_for(optimizer, generator, teacher_lm)
 
-    program = SelfRAG(retriever if retriever is not None else _NullRetriever(), config=settings.program,
+    program = SelfRAG(retriever if retriever is not None else NullRetriever(), config=settings.program,
                       generator_lm=generator, critic_lm=critic, adapter=adapter)
     if start_from is not None:
         load_state_into(program, Path(start_from))
@@ -206,7 +210,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
         params = params or e2e_params
     calibration = None
     if calibrate_sizes is not None:
-        if runs_program and retriever is None and isinstance(program.retriever, _NullRetriever):
+        if runs_program and retriever is None and isinstance(program.retriever, NullRetriever):
             program.retriever = e2e_retriever(knowledge_base, Path(datasets_dir), reporter, corpus, retriever_of)
         sizes = {"stated": 24, "answer": 24, **calibrate_sizes}
         qa_n = max(sizes["stated"], sizes["answer"])  # the stated and answer stages share balanced qa_en examples
@@ -255,7 +259,7 @@ def compile_program(settings: Any, *, lms: tuple, splits_dir: Path | str, out_di
     if data_manifest is not None:
         manifest["data"] = data_entry(data_dir, data_manifest)
     if "calibration" in manifest:
-        manifest["calibration"] = _relative_to(manifest["calibration"], Path(out_dir))
+        manifest["calibration"] = relative_to(manifest["calibration"], Path(out_dir))
     return write_result(program, manifest, Path(out_dir), name, stages)
 
 
@@ -307,13 +311,13 @@ def write_result(program: Any, manifest: dict[str, Any], out_dir: Path, name: st
                          stages=stages)
 
 
-def _relative_to(report: Any, folder: Path) -> Any:
+def relative_to(report: Any, folder: Path) -> Any:
     """``report`` with every file path under ``folder`` (the plots) written relative to it, so a manifest
     names its plots the same on any machine (``<name>.calibration/reliability-stated.png``)."""
     if isinstance(report, dict):
-        return {k: _relative_to(v, folder) for k, v in report.items()}
+        return {k: relative_to(v, folder) for k, v in report.items()}
     if isinstance(report, list):
-        return [_relative_to(v, folder) for v in report]
+        return [relative_to(v, folder) for v in report]
     if isinstance(report, str) and report.endswith(".png"):
         try:
             return str(Path(report).resolve().relative_to(folder.resolve()))

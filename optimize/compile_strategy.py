@@ -14,6 +14,11 @@ derived data folder's own collection with ``data_dir``), and saved with its mani
 :func:`optimize.compile.write_result`: the artifact's header names its class, so ``compiled:PATH`` in
 ``selfrag eval`` and ``selfrag ask --program PATH`` load it as that program. The manifest also records
 the program settings it was compiled with (the retrieval strategies decide which predictors it has).
+
+CRAG has a calibrate stage of its own (``selfrag compile --program crag --calibrate``, with or without
+``--e2e``): its evaluator's thresholds fitted on labelled passages of the ``relevance`` split
+(:mod:`optimize.calibrate_crag`), saved in the artifact's ``thresholds.crag`` and reported in the manifest's
+``calibration`` as SelfRAG's are. Calibrating alone fills no collection: nothing is retrieved.
 """
 
 from __future__ import annotations
@@ -26,18 +31,20 @@ from typing import Any
 
 import dspy
 
-from optimize.compile import CompileResult, check_request, data_entry, reflection_lm_for, write_result
+from optimize.calibrate_crag import DEFAULT_MAX_DROPPED, DEFAULT_MAX_TRUSTED, calibrate_crag
+from optimize.compile import CompileResult, NullRetriever, check_request, data_entry, reflection_lm_for
+from optimize.compile import relative_to, write_result
 from optimize.derived_data import derived_loader, read_manifest
 from optimize.errors import CompileError
 from optimize.evaluate import build_program
-from optimize.judgements import SEED
+from optimize.judgements import SEED, seeded_sample
 from optimize.manifest import build_manifest
 from optimize.progress import Reporter
 from optimize.records_zh import QA_CORPUS
 from optimize.splits import language_loader, load_split
 from optimize.stages import E2E_COLLECTION, compile_e2e, e2e_knowledge_base
 from optimize.usage import UsageMeter
-from programs.artifacts import load_state_into
+from programs.artifacts import load_state_into, read_artifact
 from programs.registry import ProgramSpec
 
 
@@ -50,7 +57,10 @@ def compile_strategy_program(settings: Any, program_name: str, *, lms: tuple, sp
                              start_from: Path | str | None = None, data_dir: Path | str | None = None,
                              teacher_lm: Any = None, language: str = "en",
                              retriever_of: Callable[[Any], Any] | None = None,
-                             components_of: Callable[[Any, Any], Mapping[str, Any]] | None = None) -> CompileResult:
+                             components_of: Callable[[Any, Any], Mapping[str, Any]] | None = None,
+                             e2e: bool = True, calibrate_sizes: Mapping[str, int] | None = None,
+                             calibrate_split: str = "train", crag_max_trusted: float = DEFAULT_MAX_TRUSTED,
+                             crag_max_dropped: float = DEFAULT_MAX_DROPPED) -> CompileResult:
     """Compile the registered program ``program_name`` end to end and write its artifact and manifest.
 
     Args:
@@ -61,26 +71,33 @@ def compile_strategy_program(settings: Any, program_name: str, *, lms: tuple, sp
         retriever_of: knowledge base → its retriever (default: the collection's own).
         components_of: (knowledge base, retriever) → the strategy program's components (metadata schema,
             routed collections); None = the retriever alone.
+        e2e: compile end to end (False: CRAG's calibrate stage alone, no collection is filled).
+        calibrate_sizes: ``{"crag": N}``: after the end-to-end stage, fit CRAG's evaluator thresholds on N
+            labelled passages of the ``relevance`` split ``calibrate_split`` (:mod:`optimize.calibrate_crag`,
+            ``crag_max_trusted`` / ``crag_max_dropped`` its targets); None = no calibrate stage.
         The other arguments are :func:`optimize.compile.compile_program`'s.
     """
-    _, name = check_request(optimizer=optimizer, judgements="none", e2e=True, e2e_train=e2e_train, e2e_dev=e2e_dev,
-                            budget=budget, name=name, program=program_name)
+    _, name = check_request(optimizer=optimizer, judgements="none", e2e=e2e, e2e_train=e2e_train, e2e_dev=e2e_dev,
+                            budget=budget, name=name, program=program_name, calibrate=calibrate_sizes is not None)
     data_manifest = read_manifest(data_dir) if data_dir is not None else None  # refused before any LM call
     if data_dir is not None:
         splits_dir, loader = data_dir, loader or derived_loader(data_dir)
     loader = language_loader(loader or functools.partial(load_split, splits_dir=splits_dir), language)
     corpus = data_manifest["collection"] if data_manifest else QA_CORPUS if language == "zh" else E2E_COLLECTION
-    if data_manifest is None and datasets_dir is None:
+    if e2e and data_manifest is None and datasets_dir is None:
         raise CompileError("the end-to-end stage needs the datasets folder to fill its collection")
     reporter = reporter or Reporter()
     generator, critic, adapter = lms
     reflection_lm = reflection_lm_for(optimizer, generator, teacher_lm)
 
-    if retriever_of is not None:
-        retriever_of(knowledge_base(corpus))  # a missing retrieval.index is refused before the collection is filled
-    kb = e2e_knowledge_base(knowledge_base, Path(datasets_dir or "."), reporter, corpus)
-    retriever = retriever_of(kb) if retriever_of is not None else kb.retriever()
-    components = components_of(kb, retriever) if components_of is not None else None
+    if e2e:
+        if retriever_of is not None:
+            retriever_of(knowledge_base(corpus))  # a missing retrieval.index is refused before the collection is filled
+        kb = e2e_knowledge_base(knowledge_base, Path(datasets_dir or "."), reporter, corpus)
+        retriever = retriever_of(kb) if retriever_of is not None else kb.retriever()
+        components = components_of(kb, retriever) if components_of is not None else None
+    else:  # calibrate only: the evaluator reads labelled passages, nothing is retrieved
+        retriever, components = NullRetriever(), None
     try:
         program = build_program(ProgramSpec(label=program_name, name=program_name), retriever,
                                 config=settings.program, generator_lm=generator, critic_lm=critic, adapter=adapter,
@@ -91,20 +108,40 @@ def compile_strategy_program(settings: Any, program_name: str, *, lms: tuple, sp
         load_state_into(program, Path(start_from))
 
     meter, start = UsageMeter(), time.perf_counter()
-    with dspy.context(lm=generator, adapter=adapter):
-        report, params = compile_e2e(program, loader=loader, optimizer=optimizer,
-                                     train=e2e_train if e2e_train is not None else 20,
-                                     dev=e2e_dev if e2e_dev is not None else 10, budget=budget,
-                                     num_threads=num_threads, reflection_lm=reflection_lm, reporter=reporter,
-                                     meter=meter, seed=seed, teacher_lm=teacher_lm)
-    manifest = build_manifest(program, settings, optimizer=optimizer, budget=budget, params=params, stages=[report],
+    stages, params = [], {}
+    if e2e:
+        with dspy.context(lm=generator, adapter=adapter):
+            report, params = compile_e2e(program, loader=loader, optimizer=optimizer,
+                                         train=e2e_train if e2e_train is not None else 20,
+                                         dev=e2e_dev if e2e_dev is not None else 10, budget=budget,
+                                         num_threads=num_threads, reflection_lm=reflection_lm, reporter=reporter,
+                                         meter=meter, seed=seed, teacher_lm=teacher_lm)
+        stages.append(report)
+    calibration = None
+    if calibrate_sizes is not None:
+        reporter.stage("calibrate crag")
+        examples = seeded_sample("relevance", calibrate_split, calibrate_sizes.get("crag"), loader, seed)
+        with dspy.context(callbacks=[*dspy.settings.get("callbacks", []), meter]):  # the manifest's cost counts it
+            fitted, crag_report, usage = calibrate_crag(
+                program, examples, Path(out_dir) / f"{name}.calibration", crag_max_trusted, crag_max_dropped,
+                language=language)
+        crag_report.update(split=calibrate_split, cost=usage.model_dump())
+        calibration = {"split": calibrate_split, "thresholds": program.compiled_thresholds.model_dump(),
+                       "stages": {"crag": crag_report}, "cost": usage.model_dump()}
+    manifest = build_manifest(program, settings, optimizer=optimizer, budget=budget, params=params, stages=stages,
                               meter=meter, seconds=round(time.perf_counter() - start, 2), generator=generator,
                               critic=critic, reflection=reflection_lm, name=name, seed=seed,
                               splits_dir=Path(splits_dir), teacher=teacher_lm)
-    manifest.update(language=language, program_name=program_name, collection=corpus,
+    manifest.update(language=language, program_name=program_name, collection=corpus if e2e else None,
                     program_settings=settings.program.model_dump(mode="json"))
+    if calibration is not None:
+        manifest["calibration"] = relative_to(calibration, Path(out_dir))
+        manifest["thresholds"] = calibration["thresholds"]
     if start_from is not None:
         manifest["started_from"] = str(start_from)
+        if not stages:  # calibrate only: the compiled state (and its measured scores) is the start's
+            started = read_artifact(start_from)["manifest"]
+            manifest.update({key: started[key] for key in ("scores", "stages", "optimizer") if started.get(key)})
     if data_manifest is not None:
         manifest["data"] = data_entry(data_dir, data_manifest)
-    return write_result(program, manifest, Path(out_dir), name, [report])
+    return write_result(program, manifest, Path(out_dir), name, stages)

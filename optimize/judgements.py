@@ -151,10 +151,16 @@ def runtime_view(example: dspy.Example, task: str, max_chars: int = RUNTIME_CHAR
 def sample_split(task: str, split: str, n: int | None, loader: SplitLoader, seed: int = SEED) -> list[dspy.Example]:
     """``n`` examples of ``task``/``split`` from ``loader`` (all when None), a seeded sample in file
     order, shown as the program shows them."""
-    examples = loader(task, split)
+    return [runtime_view(ex, task) for ex in seeded_sample(task, split, n, loader, seed)]
+
+
+def seeded_sample(task: str, split: str, n: int | None, loader: SplitLoader, seed: int = SEED) -> list[dspy.Example]:
+    """``n`` examples of ``task``/``split`` from ``loader`` as they are stored (all when None), a seeded sample
+    in file order; CompileError when the split has none."""
+    examples = list(loader(task, split))
     if not examples:
         raise CompileError(f"no {split} examples for task {task!r}")
     if n is not None and n < len(examples):
         chosen = set(random.Random(f"{seed}:{task}:{split}").sample(range(len(examples)), n))
         examples = [ex for i, ex in enumerate(examples) if i in chosen]
-    return [runtime_view(ex, task) for ex in examples]
+    return examples

@@ -64,6 +64,9 @@ def summary_rows(manifest: dict[str, Any]) -> list[tuple[str, str, str, str, str
                      "" if before is None else f"{before:.3f}", "" if after is None else f"{after:.3f}", change,
                      str(sum(s.get("demos", {}).values()))))
     for name, s in (manifest.get("calibration") or {}).get("stages", {}).items():
+        if name == "crag":
+            rows += crag_rows(s)
+            continue
         if "threshold" not in s:
             rows.append((f"calibrate {name}", "threshold", str(s.get("n", 0)), f"{s.get('default', 0.5):.3f}",
                          "kept", "", ""))
@@ -81,4 +84,21 @@ def summary_rows(manifest: dict[str, Any]) -> list[tuple[str, str, str, str, str
                 rows.append(("  out of sample", f"abstention {cv['abstention_unanswerable']:.2f} at false abstention "
                              f"{cv['false_abstention']:.2f} ({cv['folds']}-fold, {cv['repeats']} shuffles)",
                              str(cv["n"]), "", "", "", ""))
+    return rows
+
+
+def crag_rows(s: dict[str, Any]) -> list[tuple[str, str, str, str, str, str, str]]:
+    """The table rows of CRAG's calibrate stage (:mod:`optimize.calibrate_crag`): its thresholds before and
+    after, and the shares of irrelevant passages trusted and relevant ones dropped at each."""
+    start, n = s.get("start") or {}, str(s.get("n", 0))
+    before = f"{start.get('upper', 0):g} / {start.get('lower', 0):g}"
+    if "upper" not in s:
+        return [("calibrate crag", f"upper / lower on the {s.get('score', 'expected')} score", n, before, "kept", "", "")]
+    auc = s.get(f"auc_{s['score']}")
+    rows = [("calibrate crag", f"upper / lower on the {s['score']} score" + (f" (ROC AUC {auc:.3f})" if auc else ""),
+             n, before, f"{s['upper']:g} / {s['lower']:g}", "", "")]
+    for label, key, target in (("irrelevant trusted", "irrelevant_correct", s.get("max_trusted")),
+                               ("relevant dropped", "relevant_incorrect", s.get("max_dropped"))):
+        was, now = s["routing_start"][key], s["routing_fitted"][key]
+        rows.append((f"  {label}", f"share (target <= {target:g})", n, f"{was:.3f}", f"{now:.3f}", f"{now - was:+.3f}", ""))
     return rows

@@ -3,7 +3,7 @@
 The composition root of a compile: settings → LMs (and, for ``--e2e``, the ``clapnq`` knowledge base)
 through :mod:`selfrag.wiring`, folders from :mod:`selfrag.paths`, handed to
 :func:`optimize.compile.compile_program` — or, with ``--program NAME`` (another registered program, end
-to end only: ``--e2e``, no judgement, no ``--calibrate``), to
+to end: ``--e2e``, no judgement; ``crag`` also ``--calibrate``, its evaluator's thresholds), to
 :func:`optimize.compile_strategy.compile_strategy_program` with the components ``wiring.strategy_components``
 gives, as ``selfrag eval`` builds it. ``--data DIR`` compiles on a derived data folder (``selfrag data
 derive``; its collection answers the end-to-end and calibrate stages); ``--teacher MODEL`` bootstraps the
@@ -50,7 +50,8 @@ def compile_cmd(
     threads: ThreadsOpt = None,
     calibrate: Annotated[bool, typer.Option(
         "--calibrate", help="Fit the retrieve / relevance / similarity / stated / answer thresholds on the program's soft scores "
-                            "(after the optimizer stages; with --judgement none, calibrate only).")] = False,
+                            "(after the optimizer stages; with --judgement none, calibrate only); with --program "
+                            "crag, its evaluator's upper / lower thresholds (--cal-crag passages).")] = False,
     cal_retrieve: Annotated[int, typer.Option("--cal-retrieve", min=0, help="retrieve questions (0 = skip).")] = 60,
     cal_relevance: Annotated[int, typer.Option("--cal-relevance", min=0, help="relevance questions (0 = skip).")] = 30,
     cal_stated: Annotated[int, typer.Option("--cal-stated", min=0,
@@ -72,6 +73,17 @@ def compile_cmd(
         help="Fit the verified threshold (skip the support judge when the answer check is surer) so that this "
              "share of the questions above it is answerable (0: the check stands in for the support judge on "
              "every draft it lets through).")] = 0.9,
+    cal_crag: Annotated[int, typer.Option(
+        "--cal-crag", min=4, help="--program crag: labelled passages of the relevance split its evaluator's "
+                                  "thresholds are fitted on (one call each).")] = 80,
+    crag_max_trusted: Annotated[float, typer.Option(
+        "--crag-max-trusted", min=0.0, max=1.0,
+        help="--program crag: the share of irrelevant passages the upper threshold may call correct "
+             "(trusted without the web).")] = 0.1,
+    crag_max_dropped: Annotated[float, typer.Option(
+        "--crag-max-dropped", min=0.0, max=1.0,
+        help="--program crag: the share of relevant passages the lower threshold may call incorrect "
+             "(dropped).")] = 0.05,
     cal_split: Annotated[str, typer.Option(
         "--cal-split", help="The labelled split the calibrate stages read: train, or dev (e.g. to record dev rows "
                             "for --stated-rows).")] = "train",
@@ -102,8 +114,9 @@ def compile_cmd(
         "--language", help="en (ClapNQ/HaluEval sets) | zh (the CMRC-derived Chinese sets: relevance_zh, "
                            "support_zh, usefulness_zh, retrieve_zh, qa_zh).")] = "en",
     program: Annotated[str, typer.Option(
-        "--program", help="The registered program to compile: selfrag (judgements, end to end, calibrate) or "
-                          "another (iterative, decompose-serial...: end to end only, with --e2e).")] = "selfrag",
+        "--program", help="The registered program to compile: selfrag (judgements, end to end, calibrate), crag "
+                          "(end to end and / or --calibrate: its evaluator's thresholds) or another (iterative, "
+                          "decompose-serial...: end to end only, with --e2e).")] = "selfrag",
     config: ConfigOpt = None,
 ) -> None:
     """Compile SelfRAG's judgements on their labelled sets (or another registered program end to end) and
@@ -135,6 +148,9 @@ def compile_cmd(
         fail("--stated-rows refits the calibrate stage: add --calibrate", 2)
     if check_prior is not None and not calibrate:
         fail("--check-prior / --no-check-prior apply to the calibrate stage: add --calibrate", 2)
+    if program != "selfrag" and (cal_skip or stated_rows or check_prior is not None):
+        fail("--cal-skip, --stated-rows and --check-prior apply to SelfRAG's calibrate stage, not "
+             f"--program {program}", 2)
     if teacher is not None and (not teacher.strip() or teacher.strip() == "litellm"):
         fail("--teacher needs a profile (local, tiny), a .gguf path or a LiteLLM model string such as "
              "openai/gpt-4o-mini", 2)
@@ -181,7 +197,9 @@ def compile_cmd(
                                          similarity_false_abstention=similarity_false_abstention, **request)
             else:  # built as `selfrag eval` builds it, compiled end to end
                 result = compile_strategy_program(
-                    settings, program, **common, **e2e_request(request),
+                    settings, program, **common, **e2e_request(request), e2e=e2e,
+                    calibrate_sizes={"crag": cal_crag} if calibrate else None, calibrate_split=cal_split,
+                    crag_max_trusted=crag_max_trusted, crag_max_dropped=crag_max_dropped,
                     components_of=lambda kb, retriever: wiring.strategy_components(settings, kb, retriever))
     except (OptimizeError, ArtifactError) as exc:
         fail(str(exc), 2)

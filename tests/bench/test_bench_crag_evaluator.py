@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from optimize.calibrate_crag import fit_crag_thresholds
 from tests.bench.conftest import import_bench
 
 
@@ -14,12 +15,6 @@ def bench():
 
 def _row(relevant, probs, language="en"):
     return {"language": language, "id": "x", "relevant": relevant, "probs": probs, "seconds": 1.0}
-
-
-def test_scores_are_the_argmax_and_the_expectation(bench):
-    assert bench.scores_of(_row(True, {"10": 0.4, "2": 0.35, "0": 0.25})) == (10.0, pytest.approx(4.7))
-    assert bench.scores_of(_row(True, {"3": 0.5, "8": 0.5})) == (3.0, 5.5)  # a tie goes to the lower score
-    assert bench.scores_of(_row(True, None)) is None
 
 
 def test_the_expectation_separates_what_the_argmax_ties(bench):
@@ -48,26 +43,13 @@ def test_the_table_reprints_from_kept_rows_without_a_model(bench, tmp_path, monk
     assert "CRAG evaluator" in out and out.count("expected") >= 2 and "zh" in out
 
 
-def test_thresholds_are_fitted_on_the_expected_score_to_stated_error_shares(bench):
-    # expected scores: relevant 6, 7, 8, 9, 9 and irrelevant 2, 3, 4, 5, 8, each twice
-    rel = [_row(True, {str(v): 1.0}) for v in (6, 7, 8, 9, 9)] * 2
-    irr = [_row(False, {str(v): 1.0}) for v in (2, 3, 4, 5, 8)] * 2
-    upper, lower = bench.fit_thresholds(rel + irr, max_trusted=0.2, max_dropped=0.2)
-    assert upper == 5.5  # the irrelevant 8s are 20% and may be trusted; the 5s may not
-    assert lower == 5.5  # under 6.5 only the relevant 6s (20%) would be dropped, but lower never exceeds upper
-    upper, lower = bench.fit_thresholds(rel + irr, max_trusted=0.0, max_dropped=0.0)
-    assert (upper, lower) == (8.5, 5.5)  # trust nothing irrelevant: above 8; drop nothing relevant: under 6
-    with pytest.raises(ValueError, match="relevant and irrelevant"):
-        bench.fit_thresholds(rel)
-
-
 def test_fitted_thresholds_route_the_other_split(bench, tmp_path, monkeypatch, capsys):
     train = [_row(True, {"8": 0.6, "6": 0.4}), _row(True, {"9": 0.5, "5": 0.5}),
              _row(False, {"3": 0.7, "6": 0.3}), _row(False, {"4": 0.5, "2": 0.5})]
     dev = [_row(True, {"10": 0.3, "6": 0.7}), _row(False, {"10": 0.4, "2": 0.6})]
     (tmp_path / "train.json").write_text(json.dumps(train))
     (tmp_path / "dev.json").write_text(json.dumps(dev))
-    fitted = bench.fit_thresholds(train)
+    fitted = fit_crag_thresholds(train)
     (line,) = bench.summarize(dev, 7, 4, fitted)
     assert line["expected_fitted"]["upper"] == fitted[0] and line["expected_fitted"]["relevant_correct"] == 1.0
     monkeypatch.setattr("sys.argv", ["bench_crag_evaluator.py", "--from-rows", str(tmp_path / "dev.json"),

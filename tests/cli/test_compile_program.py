@@ -12,7 +12,8 @@ from programs.artifacts import read_artifact
 from selfrag.cli.app import app
 from tests.cli.test_ask import workspace  # noqa: F401  (fixture)
 from tests.optimize.test_compile import fake_lms
-from tests.optimize.test_compile_strategy import SCRIPT, FakeKB, QueryRetriever, compile_iterative, qa_loader
+from tests.optimize.test_compile_strategy import (CRAG_PROBS, SCRIPT, FakeKB, QueryRetriever, compile_iterative,
+                                                  qa_loader, relevance_loader)
 
 runner = CliRunner()
 
@@ -20,7 +21,11 @@ runner = CliRunner()
 @pytest.mark.parametrize("args, message", [
     (["--program", "iterative"], "--program iterative compiles end to end only: use --e2e --judgement none"),
     (["--program", "iterative", "--e2e", "--judgement", "support"], "compiles end to end only"),
-    (["--program", "decompose-serial", "--e2e", "--calibrate"], "--calibrate are SelfRAG's"),
+    (["--program", "decompose-serial", "--e2e", "--calibrate"], "--calibrate is SelfRAG's and CRAG's"),
+    (["--program", "crag"], "--program crag compiles end to end and / or calibrates"),
+    (["--program", "crag", "--calibrate", "--judgement", "relevance"], "the judgement stages are SelfRAG's"),
+    (["--program", "crag", "--calibrate", "--cal-skip", "3"], "apply to SelfRAG's calibrate stage"),
+    (["--program", "crag", "--calibrate", "--cal-crag", "2"], "--cal-crag"),
     (["--program", "bogus", "--e2e"], "unknown program 'bogus'"),
 ])
 def test_bad_combinations_are_refused_before_any_model_is_loaded(tmp_path, monkeypatch, args, message):
@@ -48,6 +53,23 @@ def test_cli_compiles_iterative_end_to_end(tmp_path, monkeypatch):
     assert payload["program"] == "IterativeRAG" and len(payload["state"]["next_query"]["demos"]) == 2
     manifest = json.loads((tmp_path / "it.manifest.json").read_text())
     assert manifest["program_name"] == "iterative" and manifest["cost"]["lm_calls"] == len(engine.calls)
+
+
+def test_cli_calibrates_crag_and_prints_its_thresholds(tmp_path, monkeypatch):
+    from tests.fakes import scripted_lm
+
+    lm, engine = scripted_lm({"evaluate_retrieval": lambda inp: {"score": 8 if "Eco" in inp["passage"] else 3}},
+                             probs=CRAG_PROBS)
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
+    monkeypatch.setattr("selfrag.wiring.build_knowledge_base", lambda *a, **k: pytest.fail("no collection needed"))
+    monkeypatch.setattr("optimize.compile_strategy.load_split",
+                        lambda task, split, splits_dir: relevance_loader(task, split))
+    result = runner.invoke(app, ["compile", "--program", "crag", "--calibrate", "--cal-crag", "6", "--name", "c",
+                                 "--out-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "calibrate" in result.output and "5.5 / 5.5" in result.output  # the fitted upper / lower
+    assert len(engine.calls) == 6
+    assert read_artifact(tmp_path / "c.json")["thresholds"]["crag"]["score"] == "expected"
 
 
 def test_ask_answers_as_the_program_the_artifact_was_compiled_for(workspace, tmp_path):  # noqa: F811

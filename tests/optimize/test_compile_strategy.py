@@ -109,3 +109,63 @@ def test_a_strategy_program_compiles_end_to_end_only(request_, allowed):
 def test_unknown_program_is_refused():
     with pytest.raises(CompileError, match="unknown program 'bogus'"):
         check_request(program="bogus", judgements="none", e2e=True)
+
+
+def relevance_loader(task, split):
+    assert task == "relevance"
+    return [dspy.Example(id=f"{split}{i}", question=f"What is the range of the Heron model {i}?",
+                         passage=ECO.text if i % 2 == 0 else "Glass recycling is collected on Tuesdays.", title="",
+                         relevance="relevant" if i % 2 == 0 else "irrelevant") for i in range(8)]
+
+
+CRAG_PROBS = {"evaluate_retrieval": lambda inp: {"score": {8: 0.7, 6: 0.3} if "Eco" in inp["passage"]
+                                                 else {3: 0.8, 6: 0.2}}}
+
+
+def compile_crag(tmp_path, **kwargs):
+    from tests.fakes import scripted_lm
+
+    decoded = {"evaluate_retrieval": lambda inp: {"score": 8 if "Eco" in inp["passage"] else 3}}
+    lm, engine = scripted_lm(decoded, probs=CRAG_PROBS)
+    with dspy.context(lm=None, adapter=None, callbacks=[]):
+        result = compile_strategy_program(
+            Settings(), "crag", lms=(lm, None, dspy.JSONAdapter()), splits_dir=paths.splits_dir(), out_dir=tmp_path,
+            knowledge_base=lambda name: pytest.fail("calibrating alone fills no collection"), name="crag",
+            loader=relevance_loader, e2e=False, calibrate_sizes={"crag": 6}, calibrate_split="dev", **kwargs)
+    return result, engine
+
+
+def test_crag_calibrates_its_evaluator_alone_and_the_artifact_carries_the_thresholds(tmp_path):
+    from programs.crag import CorrectiveRAG
+    from programs.thresholds import CragThresholds
+
+    result, engine = compile_crag(tmp_path)
+    assert [role for role, _ in engine.calls] == ["evaluate_retrieval"] * 6 and result.stages == []
+    payload = read_artifact(result.artifact)
+    assert payload["program"] == "CorrectiveRAG"
+    stage = payload["manifest"]["calibration"]["stages"]["crag"]
+    assert stage["split"] == "dev" and stage["n"] == 6 and stage["auc_expected"] == 1.0
+    assert stage["reliability_png"] == "crag.calibration/reliability-crag.png"  # relative to the out folder
+    fitted = CragThresholds(**payload["thresholds"]["crag"])
+    assert fitted.score == "expected" and 3.6 < fitted.lower <= fitted.upper < 7.4  # between E = 3.6 and 7.4
+    assert payload["manifest"]["thresholds"]["crag"] == fitted.model_dump()
+    assert payload["manifest"]["cost"]["lm_calls"] == 6 and payload["manifest"]["collection"] is None
+    loaded = build_program(parse_program(f"compiled:{result.artifact}"), ListRetriever([]))
+    assert type(loaded) is CorrectiveRAG and loaded.crag_thresholds == fitted
+
+
+def test_crag_calibration_targets_are_passed_through(tmp_path):
+    loose, _ = compile_crag(tmp_path / "a", crag_max_trusted=1.0, crag_max_dropped=1.0)
+    stage = read_artifact(loose.artifact)["manifest"]["calibration"]["stages"]["crag"]
+    assert (stage["max_trusted"], stage["max_dropped"]) == (1.0, 1.0)
+    assert stage["upper"] == 0.0  # everything may be trusted: the lowest cut
+
+
+@pytest.mark.parametrize("request_, message", [
+    (dict(judgements="none", e2e=False), "--program crag compiles end to end and / or calibrates"),
+    (dict(judgements="relevance", calibrate=True), "the judgement stages are SelfRAG's"),
+])
+def test_crag_requests_that_are_refused(request_, message):
+    with pytest.raises(CompileError, match=message):
+        check_request(program="crag", **request_)
+    check_request(program="crag", judgements="none", calibrate=True)  # calibrate alone is a request
