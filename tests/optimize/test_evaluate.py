@@ -636,3 +636,17 @@ def test_the_splits_an_artifact_s_thresholds_were_fitted_on_are_read_per_stage_a
     derived = save_artifact(build_program(parse_program("vanilla-rag"), FixedRetriever()), tmp_path / "d.json",
                             {**manifest, "data": {"dir": "own"}})  # compiled on a derived folder's questions
     assert in_sample_warnings("cmrc", parse_programs(f"compiled:{derived}")) == []
+
+
+def test_a_crag_setting_against_its_artifacts_thresholds_is_refused_when_the_program_is_built(tmp_path):
+    from programs.artifacts import ArtifactError, save_artifact
+    from programs.crag import CorrectiveRAG
+    from programs.thresholds import CragThresholds, Thresholds
+
+    fitted = CorrectiveRAG(fakes.ListRetriever([]))
+    fitted.compiled_thresholds = Thresholds(crag=CragThresholds(upper=6.0, lower=3.0))
+    path = save_artifact(fitted, tmp_path / "crag.json")
+    spec = parse_program(f"compiled:{path}")
+    assert build_program(spec, fakes.ListRetriever([]), config=ProgramSettings(crag_lower=5.5)).crag_thresholds.lower == 5.5
+    with pytest.raises(ArtifactError, match=r"program settings: program.crag_lower \(6.5\) must not exceed"):
+        build_program(spec, fakes.ListRetriever([]), config=ProgramSettings(crag_lower=6.5))
