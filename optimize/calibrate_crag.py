@@ -68,7 +68,11 @@ def fit_crag_thresholds(rows: Sequence[dict[str, Any]], max_trusted: float = DEF
     vals, gold = scored(rows, score)
     if not any(gold) or all(gold):
         raise ValueError("fitting CRAG's thresholds needs relevant and irrelevant passages with probabilities")
-    curve = threshold_curve([v / 10 for v in vals], gold)
+    return _cuts(threshold_curve([v / 10 for v in vals], gold), max_trusted, max_dropped)
+
+
+def _cuts(curve: Sequence[Any], max_trusted: float, max_dropped: float) -> tuple[float, float]:
+    """(upper, lower) read off a threshold curve on score / 10 (:func:`fit_crag_thresholds`)."""
     upper = min(pt.threshold for pt in curve if pt.false_acceptance <= max_trusted + 1e-12) * 10
     lower = max(pt.threshold for pt in curve if pt.false_abstention <= max_dropped + 1e-12) * 10
     return round(upper, 2), round(min(lower, upper), 2)
@@ -127,11 +131,11 @@ def calibrate_crag(program: Any, examples: Sequence[Any], out_dir: Path | None =
         report["kept_default"] = "too few scored passages or only one class"
         fitted = start
     else:
-        upper, lower = fit_crag_thresholds(rows, max_trusted, max_dropped, start.score)
+        curve = threshold_curve([v / 10 for v in vals], gold)
+        upper, lower = _cuts(curve, max_trusted, max_dropped)
         fitted = CragThresholds(score=start.score, upper=upper, lower=lower)
         expected, _ = scored(rows, "expected")
         argmax, _ = scored(rows, "argmax")
-        curve = threshold_curve([v / 10 for v in vals], gold)
         report.update(upper=upper, lower=lower, auc_expected=_auc(expected, gold), auc_argmax=_auc(argmax, gold),
                       ece_expected=round(ece([v / 10 for v in expected], gold), 4),
                       routing_fitted=routing(vals, gold, upper, lower),
