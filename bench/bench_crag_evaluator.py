@@ -10,6 +10,11 @@ splits, English and Chinese, 40 passages each (the local model, uncompiled evalu
     .venv/bin/python bench/bench_crag_evaluator.py --from-rows bench/results/crag-evaluator-dev-rows.json \
         --fit-rows bench/results/crag-evaluator-train-rows.json --fit-rows bench/results/crag-evaluator-dev-rows.json
 
+Chinese questions have their own (6.72 / 5.93, ``programs.thresholds.CRAG_DEFAULTS_BY_LANGUAGE``), fitted on the
+160 Chinese rows: those two files' Chinese passages and the hard negatives of the Chinese worked example
+(``crag-evaluator-zh-hard-{train,dev}-rows.json``, recorded by ``selfrag compile --program crag --calibrate
+--data DIR``; ``--languages zh`` keeps the Chinese rows of the files it reads).
+
 The evaluator is CorrectiveRAG's own ``evaluate_retrieval`` predictor (uncompiled unless ``--program``
 names a CRAG artifact), asked on a relevance split (``--split``; ``relevance`` and ``relevance_zh``: a question
 with its gold passage or another question's) one passage per call, as CRAG asks it. Each call's probabilities
@@ -76,14 +81,17 @@ def best_threshold(scores: list[float], gold: list[bool]) -> tuple[float, float]
 PAPER = (7, 4)  # CRAG's thresholds on the evaluator's argmax score (``crag_score = "argmax"``)
 
 
-def summarize(rows: list[dict[str, Any]], upper: float, lower: float, fitted: tuple[float, float] | None = None,
+def summarize(rows: list[dict[str, Any]], upper: float | None = None, lower: float | None = None,
+              fitted: tuple[float, float] | None = None,
               argmax_at: tuple[float, float] = PAPER) -> list[dict[str, Any]]:
-    """Per language: ``argmax`` routed at ``argmax_at``, ``expected`` at (upper, lower), ``expected_fitted`` at
-    ``fitted``."""
+    """Per language: ``argmax`` routed at ``argmax_at``, ``expected`` at (upper, lower) — unset: the program's
+    defaults for questions in that language (:func:`programs.thresholds.default_crag`) — and
+    ``expected_fitted`` at ``fitted``."""
     from sklearn.metrics import roc_auc_score
 
     from optimize.calibrate_crag import routing, scores_of
     from optimize.calibration import ece
+    from programs.thresholds import default_crag
 
     out = []
     for language in sorted({r["language"] for r in rows}):
@@ -92,7 +100,9 @@ def summarize(rows: list[dict[str, Any]], upper: float, lower: float, fitted: tu
         gold = [g for _, g in ok]
         line: dict[str, Any] = {"language": language, "n": len(scored), "failed": len(scored) - len(ok)}
         if ok and 0 < sum(gold) < len(gold):
-            variants = [("argmax", 0, argmax_at), ("expected", 1, (upper, lower))]
+            default = default_crag(language)
+            at = (default.upper if upper is None else upper, default.lower if lower is None else lower)
+            variants = [("argmax", 0, argmax_at), ("expected", 1, at)]
             if fitted is not None:
                 variants.append(("expected_fitted", 1, fitted))
             for name, i, (up, low) in variants:
@@ -122,19 +132,20 @@ def main() -> None:
                          "than a web search)")
     args = ap.parse_args()
     from optimize.calibrate_crag import fit_crag_thresholds
-    from programs.thresholds import CragThresholds
 
-    defaults = CragThresholds()
+    languages = {x.strip() for x in args.languages.split(",") if x.strip()}
     rows = json.loads(args.from_rows.read_text()) if args.from_rows else record_rows(args)
     if args.rows:
         args.rows.write_text(json.dumps(rows, ensure_ascii=False, indent=1))
-    fit_rows = [row for path in args.fit_rows or [] for row in json.loads(path.read_text())]
+    rows = [row for row in rows if row["language"] in languages]
+    fit_rows = [row for path in args.fit_rows or [] for row in json.loads(path.read_text())
+                if row["language"] in languages]
     fitted = fit_crag_thresholds(fit_rows, args.max_trusted, args.max_dropped) if fit_rows else None
     table = Table(title="CRAG evaluator on labelled passages (relevance splits)")
     for col in ("lang", "n", "failed", "score", "upper / lower", "ROC AUC", "rel. → correct", "rel. → incorrect",
                 "irr. → incorrect", "irr. → correct", "best cut (acc.)", "ECE E/10"):
         table.add_column(col, justify="left" if col in ("lang", "score") else "right")
-    for line in summarize(rows, defaults.upper, defaults.lower, fitted):
+    for line in summarize(rows, fitted=fitted):
         for name in ("argmax", "expected", "expected_fitted"):
             m = line.get(name)
             if m is None:

@@ -20,7 +20,9 @@ The report (the manifest's ``calibration.stages.crag``) holds the ROC AUC of bot
 how the fitted thresholds and those the program started with route the passages, the curve on the score
 routed on (thresholds on the 0–10 scale), a reliability PNG and the per-passage rows (so a refit needs no
 LM: ``bench/bench_crag_evaluator.py --from-rows``). The fitted :class:`~programs.thresholds.CragThresholds`
-go into the program's ``compiled_thresholds.crag`` and so into the artifact.
+go into the program's ``compiled_thresholds.crag`` (fitted for questions in any language) or, for a
+``language`` other than English, ``compiled_thresholds.crag_by_language[language]`` (in force for questions
+in that language only), and so into the artifact.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 
 from optimize import metrics as M
 from optimize.calibration import ece, reliability_diagram, threshold_curve
+from programs.language import question_language
 from programs.soft_labels import expected_value
 from programs.thresholds import CragThresholds, Thresholds
 from programs.types import Passage, Usage
@@ -93,15 +96,18 @@ def routing(vals: Sequence[float], gold: Sequence[bool], upper: float, lower: fl
 
 def record_rows(program: Any, examples: Sequence[Any], language: str = "") -> tuple[list[dict[str, Any]], Usage]:
     """Ask the program's evaluator on each labelled passage (``question``, ``passage``, ``relevance``; a
-    ``title`` when given): one row per passage with its probabilities over 0–10 and the gold relevance."""
+    ``title`` when given): one row per passage with its probabilities over 0–10, the gold relevance and the
+    language (``language``, else the question's)."""
     rows, usage = [], Usage()
     for i, ex in enumerate(examples):
         passage = Passage(id=str(M.field_value(ex, "id") or f"p{i}"), text=str(M.field_value(ex, "passage")),
                           metadata={"title": str(M.field_value(ex, "title") or "")})
+        question = str(M.field_value(ex, "question"))
         start = time.perf_counter()
-        probs, tracer = program.evaluator_probabilities(str(M.field_value(ex, "question")), passage)
+        probs, tracer = program.evaluator_probabilities(question, passage)
         usage = usage.add(tracer.usage)
-        rows.append({"language": language, "id": passage.id, "relevant": M.field_value(ex, "relevance") == "relevant",
+        rows.append({"language": language or question_language(question), "id": passage.id,
+                     "relevant": M.field_value(ex, "relevance") == "relevant",
                      "probs": None if probs is None else {str(k): round(v, 4) for k, v in probs.items()},
                      "prompt_tokens": tracer.usage.prompt_tokens, "seconds": round(time.perf_counter() - start, 2)})
     return rows, usage
@@ -118,13 +124,15 @@ def calibrate_crag(program: Any, examples: Sequence[Any], out_dir: Path | None =
                    language: str = "", recorded: list[dict[str, Any]] | None = None
                    ) -> tuple[CragThresholds, dict[str, Any], Usage]:
     """Fit the evaluator's thresholds on ``examples`` (or on ``recorded`` rows, no LM call) for the score the
-    program routes on, set them on ``program.compiled_thresholds.crag`` and return them with the stage's
-    report and what the calls cost. The thresholds the program started with stay when the rows cannot decide
-    (fewer than 4 scored passages or one class only: ``kept_default`` says so)."""
-    start = program.crag_thresholds
-    rows, usage = (list(recorded), Usage()) if recorded is not None else record_rows(program, examples, language)
+    program routes on, set them on ``program.compiled_thresholds`` — ``crag`` for English or no ``language``,
+    ``crag_by_language[language]`` for another — and return them with the stage's report and what the calls
+    cost. The thresholds the program started with (for that language) stay when the rows cannot decide (fewer
+    than 4 scored passages or one class only: ``kept_default`` says so)."""
+    key = crag_language_key(language)
+    start = program.crag_thresholds_for(key)
+    rows, usage = (list(recorded), Usage()) if recorded is not None else record_rows(program, examples)
     vals, gold = scored(rows, start.score)
-    report: dict[str, Any] = {"n": len(rows), "failed": len(rows) - len(vals), "relevant": sum(gold),
+    report: dict[str, Any] = {"language": key, "n": len(rows), "failed": len(rows) - len(vals), "relevant": sum(gold),
                               "score": start.score, "max_trusted": max_trusted, "max_dropped": max_dropped,
                               "start": start.model_dump()}
     if len(vals) < 4 or len(set(gold)) < 2:
@@ -148,5 +156,12 @@ def calibrate_crag(program: Any, examples: Sequence[Any], out_dir: Path | None =
                 title="CRAG evaluator: E[score]/10 vs relevant"))
     report["rows"] = rows
     base = getattr(program, "compiled_thresholds", None) or Thresholds()
-    program.compiled_thresholds = base.model_copy(update={"crag": fitted})
+    update = ({"crag": fitted} if key is None else {"crag_by_language": {**base.crag_by_language, key: fitted}})
+    program.compiled_thresholds = base.model_copy(update=update)
     return fitted, report, usage
+
+
+def crag_language_key(language: str | None) -> str | None:
+    """Where a fit for questions in ``language`` goes: None (``Thresholds.crag``, any language) for English or
+    none, else the language (``Thresholds.crag_by_language``)."""
+    return None if not language or language == "en" else language

@@ -74,15 +74,18 @@ def compile_strategy_program(settings: Any, program_name: str, *, lms: tuple, sp
         e2e: compile end to end (False: CRAG's calibrate stage alone, no collection is filled).
         calibrate_sizes: ``{"crag": N}``: after the end-to-end stage, fit CRAG's evaluator thresholds on N
             labelled passages of the ``relevance`` split ``calibrate_split`` (:mod:`optimize.calibrate_crag`,
-            ``crag_max_trusted`` / ``crag_max_dropped`` its targets); None = no calibrate stage.
+            ``crag_max_trusted`` / ``crag_max_dropped`` its targets); None = no calibrate stage. The fit is
+            for questions in any language (``language`` en) or in ``language`` only (zh: the artifact's
+            ``crag_by_language``), on the bundled sets of that language or, with ``data_dir``, on the folder's.
         The other arguments are :func:`optimize.compile.compile_program`'s.
     """
     _, name = check_request(optimizer=optimizer, judgements="none", e2e=e2e, e2e_train=e2e_train, e2e_dev=e2e_dev,
                             budget=budget, name=name, program=program_name, calibrate=calibrate_sizes is not None)
     data_manifest = read_manifest(data_dir) if data_dir is not None else None  # refused before any LM call
-    if data_dir is not None:
+    if data_dir is not None:  # a derived folder holds one set per task: ``language`` names what CRAG's fit is for
         splits_dir, loader = data_dir, loader or derived_loader(data_dir)
-    loader = language_loader(loader or functools.partial(load_split, splits_dir=splits_dir), language)
+    else:
+        loader = language_loader(loader or functools.partial(load_split, splits_dir=splits_dir), language)
     corpus = data_manifest["collection"] if data_manifest else QA_CORPUS if language == "zh" else E2E_COLLECTION
     if e2e and data_manifest is None and datasets_dir is None:
         raise CompileError("the end-to-end stage needs the datasets folder to fill its collection")

@@ -60,7 +60,7 @@ def build_program(spec: ProgramSpec, retriever: Any, *, web_search: Any = None, 
     if spec.artifact is not None:
         load_state_into(program, spec.artifact, strict=strict)
     try:  # CRAG: a threshold set in the settings against the other one the artifact (or the default) holds
-        getattr(program, "crag_thresholds", None)
+        getattr(program, "check_crag_settings", lambda: None)()
     except ValueError as exc:
         raise ArtifactError(f"{spec.label}: program settings: {exc}") from None
     return program

@@ -92,10 +92,11 @@ def crag_rows(s: dict[str, Any]) -> list[tuple[str, str, str, str, str, str, str
     after, and the shares of irrelevant passages trusted and relevant ones dropped at each."""
     start, n = s.get("start") or {}, str(s.get("n", 0))
     before = f"{start.get('upper', 0):g} / {start.get('lower', 0):g}"
+    name = "calibrate crag" + (f" ({s['language']} questions)" if s.get("language") else "")
     if "upper" not in s:
-        return [("calibrate crag", f"upper / lower on the {s.get('score', 'expected')} score", n, before, "kept", "", "")]
+        return [(name, f"upper / lower on the {s.get('score', 'expected')} score", n, before, "kept", "", "")]
     auc = s.get(f"auc_{s['score']}")
-    rows = [("calibrate crag", f"upper / lower on the {s['score']} score" + (f" (ROC AUC {auc:.3f})" if auc else ""),
+    rows = [(name, f"upper / lower on the {s['score']} score" + (f" (ROC AUC {auc:.3f})" if auc else ""),
              n, before, f"{s['upper']:g} / {s['lower']:g}", "", "")]
     for label, key, target in (("irrelevant trusted", "irrelevant_correct", s.get("max_trusted")),
                                ("relevant dropped", "relevant_incorrect", s.get("max_dropped"))):

@@ -39,6 +39,12 @@ R = TypeVar("R")
 # RAGModule._question at the start of every forward, read by RAGModule.thresholds.
 _QUESTION_LANGUAGE: contextvars.ContextVar[str | None] = contextvars.ContextVar("question_language", default=None)
 
+
+def current_question_language() -> str | None:
+    """The language of the question being answered in this context (None outside a ``forward``)."""
+    return _QUESTION_LANGUAGE.get()
+
+
 BATCH_TOKENS_BASE, BATCH_TOKENS_PER_PASSAGE = 16, 32  # completion-token cap of a batched grading call
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import dspy
 
-from programs.base import RAGModule
+from programs.base import RAGModule, current_question_language
 from programs.failures import nothing_found_reason
 from programs.judging import field_labels, record_soft, soft_of
 from programs.passages import passage_ref, quote
@@ -35,7 +35,7 @@ from programs.routing import (
 )
 from programs.scoring import Candidate, pick_best
 from programs.soft_labels import expected_value
-from programs.thresholds import CragThresholds, crag_thresholds
+from programs.thresholds import CRAG_DEFAULTS_BY_LANGUAGE, CragThresholds, compiled_crag, crag_thresholds
 from programs.tracing import Tracer
 from programs.types import Passage
 from programs.web_budget import WebBudget
@@ -131,11 +131,26 @@ class CorrectiveRAG(RAGModule):
 
     @property
     def crag_thresholds(self) -> CragThresholds:
-        """The evaluator's thresholds in force: the settings' ``crag_score`` / ``crag_upper`` / ``crag_lower``,
-        else the compiled artifact's (its calibrate stage), else the defaults (:func:`crag_thresholds`)."""
-        cfg, compiled = self.config, self.compiled_thresholds
-        return crag_thresholds(compiled.crag if compiled is not None else None, cfg.crag_score, cfg.crag_upper,
-                               cfg.crag_lower)
+        """The evaluator's thresholds in force for the question being answered: the settings' ``crag_score`` /
+        ``crag_upper`` / ``crag_lower``, else the compiled artifact's (its calibrate stage; its set for the
+        question's language when it holds one), else the defaults (:func:`crag_thresholds`)."""
+        return self.crag_thresholds_for(current_question_language())
+
+    def crag_thresholds_for(self, language: str | None) -> CragThresholds:
+        """:attr:`crag_thresholds` for a question in ``language`` (None: a set for any language)."""
+        cfg = self.config
+        return crag_thresholds(compiled_crag(self.compiled_thresholds, language), cfg.crag_score, cfg.crag_upper,
+                               cfg.crag_lower, language)
+
+    def check_crag_settings(self) -> None:
+        """ValueError (naming both values) when a threshold set in the settings ends against the other one in
+        force for questions in some language: the artifact's (any or per-language set) or the default."""
+        compiled = self.compiled_thresholds
+        for language in [None, *sorted({*CRAG_DEFAULTS_BY_LANGUAGE, *(compiled.crag_by_language if compiled else {})})]:
+            try:
+                self.crag_thresholds_for(language)
+            except ValueError as exc:
+                raise ValueError(f"{exc} (the thresholds for {language} questions)" if language else str(exc)) from None
 
     def evaluator_probabilities(self, question: str, passage: Passage) -> tuple[dict[int, float] | None, Tracer]:
         """The evaluator's probabilities over the scores 0–10 for one passage (None when the call failed; the

@@ -86,6 +86,14 @@ class CragThresholds(BaseModel):
 PAPER_CRAG = CragThresholds(score="argmax", upper=7.0, lower=4.0)
 """The CRAG paper's thresholds, on the evaluator's argmax score."""
 
+CRAG_DEFAULTS_BY_LANGUAGE: dict[str, CragThresholds] = {"zh": CragThresholds(upper=6.72, lower=5.93)}
+"""Built-in CRAG thresholds for questions in a language, where :class:`CragThresholds`' defaults do not hold.
+Chinese: fitted on all 160 labelled Chinese passages of the local model (the bundled CMRC relevance splits'
+other-question negatives and the hard negatives of the Chinese worked example's derived data, train and dev, 40
+each: the Chinese rows of ``bench/results/crag-evaluator-{train,dev}-rows.json`` and
+``crag-evaluator-zh-hard-{train,dev}-rows.json``); the shared defaults trusted 0.10–0.22 of their irrelevant
+passages, this pair 0.00–0.21 fitted on the other three (``bench/bench_crag_evaluator.py``, README)."""
+
 
 class Thresholds(BaseModel):
     """Decision thresholds in [0, 1]; saved in a compiled artifact next to the dev curve they came from."""
@@ -119,13 +127,20 @@ class Thresholds(BaseModel):
                                           "embedder (not similarity_embedder), for questions in that language")
     crag: CragThresholds | None = Field(None, description="CorrectiveRAG's evaluator thresholds fitted by its "
                                                           "calibrate stage (None = CragThresholds' defaults)")
+    crag_by_language: dict[str, CragThresholds] = Field(
+        default_factory=dict, description="question language (zh) -> CorrectiveRAG's evaluator thresholds fitted on "
+                                          "questions in it, in force for those questions instead of crag")
 
     @model_serializer(mode="wrap")
     def _without_unset_crag(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """No ``crag`` key while none is fitted: SelfRAG's thresholds, artifacts and manifests read as before."""
+        """No ``crag`` / ``crag_by_language`` key while none is fitted: SelfRAG's thresholds, artifacts and
+        manifests read as before."""
         data = handler(self)
-        if isinstance(data, dict) and data.get("crag") is None:
-            data.pop("crag", None)
+        if isinstance(data, dict):
+            if data.get("crag") is None:
+                data.pop("crag", None)
+            if not data.get("crag_by_language"):
+                data.pop("crag_by_language", None)
         return data
 
 
@@ -150,16 +165,31 @@ ABSTAIN_REASONS: dict[str, str] = {
 """What each abstain reason means (shown by ``ask``)."""
 
 
+def default_crag(language: str | None = None) -> CragThresholds:
+    """The built-in CRAG thresholds for questions in ``language`` (:data:`CRAG_DEFAULTS_BY_LANGUAGE`, else
+    :class:`CragThresholds`' defaults)."""
+    return CRAG_DEFAULTS_BY_LANGUAGE.get(language or "", CragThresholds())
+
+
+def compiled_crag(th: Thresholds | None, language: str | None = None) -> CragThresholds | None:
+    """The CRAG thresholds an artifact holds for questions in ``language``: its set for that language
+    (``crag_by_language``), else its set for any language (``crag``), else None."""
+    if th is None:
+        return None
+    return th.crag_by_language.get(language or "") or th.crag
+
+
 def crag_thresholds(compiled: CragThresholds | None, score: str | None = None, upper: float | None = None,
-                    lower: float | None = None) -> CragThresholds:
-    """The CRAG thresholds in force: ``score`` / ``upper`` / ``lower`` set in the settings win, else the compiled
-    artifact's (``compiled``), else :class:`CragThresholds`' defaults. Thresholds fitted on one score do not
-    hold for the other: choosing the argmax where they were fitted on the expectation falls back to the
-    paper's 7 / 4 (:data:`PAPER_CRAG`), the reverse to the defaults. ValueError when a lower set in the
-    settings ends above the upper in force (or the reverse)."""
-    base = compiled or CragThresholds()
+                    lower: float | None = None, language: str | None = None) -> CragThresholds:
+    """The CRAG thresholds in force for a question in ``language``: ``score`` / ``upper`` / ``lower`` set in the
+    settings win, else the compiled artifact's (``compiled``, from :func:`compiled_crag`), else the built-in
+    defaults (:func:`default_crag`). Thresholds fitted on one score do not hold for the other: choosing the
+    argmax where they were fitted on the expectation falls back to the paper's 7 / 4 (:data:`PAPER_CRAG`), the
+    reverse to the defaults. ValueError when a lower set in the settings ends above the upper in force (or the
+    reverse)."""
+    base = compiled or default_crag(language)
     if score is not None and score != base.score:
-        base = PAPER_CRAG if score == "argmax" else CragThresholds()
+        base = PAPER_CRAG if score == "argmax" else default_crag(language)
     if upper is None and lower is None:
         return base
     upper = base.upper if upper is None else upper

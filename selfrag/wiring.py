@@ -322,7 +322,7 @@ def build_runtime(settings: Settings, *, retriever: Any = None, lms: tuple | Non
     if artifact is not None:
         load_state_into(program, Path(artifact), strict=strict)
     try:  # CRAG: a threshold set in the settings against the other one the artifact (or the default) holds
-        getattr(program, "crag_thresholds", None)
+        getattr(program, "check_crag_settings", lambda: None)()
     except ValueError as exc:
         from selfrag.errors import ConfigError
 

@@ -112,7 +112,8 @@ def compile_cmd(
                           "a .gguf path or a LiteLLM model string. The artifact stays for the student LM.")] = None,
     language: Annotated[str, typer.Option(
         "--language", help="en (ClapNQ/HaluEval sets) | zh (the CMRC-derived Chinese sets: relevance_zh, "
-                           "support_zh, usefulness_zh, retrieve_zh, qa_zh).")] = "en",
+                           "support_zh, usefulness_zh, retrieve_zh, qa_zh). --program crag --calibrate: zh fits "
+                           "the thresholds for Chinese questions only (with --data too), en for any.")] = "en",
     program: Annotated[str, typer.Option(
         "--program", help="The registered program to compile: selfrag (judgements, end to end, calibrate), crag "
                           "(end to end and / or --calibrate: its evaluator's thresholds) or another (iterative, "
@@ -136,7 +137,7 @@ def compile_cmd(
         fail(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}", 2)
     if language not in ("en", "zh"):
         fail(f"--language must be en or zh, got {language!r}", 2)
-    if data is not None and language != "en":
+    if data is not None and language != "en" and program != "crag":
         fail("--language applies to the bundled splits; a --data folder is compiled as it is", 2)
     if parallel < 1:
         fail(f"--parallel must be >= 1, got {parallel}", 2)

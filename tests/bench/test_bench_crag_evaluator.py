@@ -56,3 +56,23 @@ def test_fitted_thresholds_route_the_other_split(bench, tmp_path, monkeypatch, c
                                      "--fit-rows", str(tmp_path / "train.json")])
     bench.main()
     assert f"crag_upper = {fitted[0]:g}" in capsys.readouterr().out
+
+
+def test_each_language_is_routed_at_its_own_default_and_languages_filter_the_files(bench, tmp_path, monkeypatch,
+                                                                                 capsys):
+    from programs.thresholds import default_crag
+
+    rows = [_row(True, {"9": 1.0}), _row(False, {"2": 1.0}), _row(True, {"8": 1.0}, "zh"), _row(False, {"8": 1.0}, "zh")]
+    lines = {line["language"]: line for line in bench.summarize(rows)}
+    for language in ("en", "zh"):
+        default = default_crag(language)
+        assert (lines[language]["expected"]["upper"], lines[language]["expected"]["lower"]) == (default.upper,
+                                                                                                default.lower)
+    assert lines["zh"]["expected"]["upper"] != lines["en"]["expected"]["upper"]
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(rows))
+    monkeypatch.setattr("sys.argv", ["bench_crag_evaluator.py", "--from-rows", str(path), "--fit-rows", str(path),
+                                     "--languages", "zh"])
+    bench.main()
+    out = capsys.readouterr().out
+    assert "│ zh" in out and "│ en" not in out and "(2 passages)" in out  # the fit read the Chinese rows only

@@ -72,6 +72,44 @@ def test_cli_calibrates_crag_and_prints_its_thresholds(tmp_path, monkeypatch):
     assert read_artifact(tmp_path / "c.json")["thresholds"]["crag"]["score"] == "expected"
 
 
+def test_cli_calibrates_crag_for_chinese_questions_into_their_own_set(tmp_path, monkeypatch):
+    from tests.fakes import scripted_lm
+
+    def chinese_relevance(task, split):
+        assert task == "relevance_zh"  # --language zh reads the Chinese sets
+        return [ex.copy(question=f"Heron {i} 型的续航是多少？") for i, ex in enumerate(relevance_loader("relevance", split))]
+
+    lm, engine = scripted_lm({"evaluate_retrieval": lambda inp: {"score": 8 if "Eco" in inp["passage"] else 3}},
+                             probs=CRAG_PROBS)
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: (lm, None, dspy.JSONAdapter()))
+    monkeypatch.setattr("selfrag.wiring.build_knowledge_base", lambda *a, **k: pytest.fail("no collection needed"))
+    monkeypatch.setattr("optimize.compile_strategy.load_split", lambda task, split, splits_dir: (
+        chinese_relevance if task == "relevance_zh" else relevance_loader)(task, split))
+    result = runner.invoke(app, ["compile", "--program", "crag", "--calibrate", "--cal-crag", "6", "--language", "zh",
+                                 "--name", "c", "--out-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "(zh" in result.output and len(engine.calls) == 6  # the table's stage names the language
+    thresholds = read_artifact(tmp_path / "c.json")["thresholds"]
+    assert json.loads((tmp_path / "c.manifest.json").read_text())["calibration"]["stages"]["crag"]["language"] == "zh"
+    assert "crag" not in thresholds and thresholds["crag_by_language"]["zh"]["upper"] == 5.5
+    # the English fit on top (--from): one artifact carries the set for any language and the Chinese one
+    both = runner.invoke(app, ["compile", "--program", "crag", "--calibrate", "--cal-crag", "6", "--from",
+                               str(tmp_path / "c.json"), "--name", "both", "--out-dir", str(tmp_path)])
+    assert both.exit_code == 0, both.output
+    thresholds = read_artifact(tmp_path / "both.json")["thresholds"]
+    assert thresholds["crag"]["upper"] == 5.5 and thresholds["crag_by_language"]["zh"]["upper"] == 5.5
+
+
+def test_a_data_folder_with_a_language_is_refused_except_for_crag(tmp_path, monkeypatch):
+    monkeypatch.setattr("selfrag.wiring.build_lms", lambda settings: pytest.fail("a model was loaded"))
+    result = runner.invoke(app, ["compile", "--data", str(tmp_path), "--language", "zh", "--out-dir", str(tmp_path)])
+    assert result.exit_code == 2 and "a --data folder is compiled as it is" in " ".join(result.output.split())
+    crag = runner.invoke(app, ["compile", "--program", "crag", "--calibrate", "--data", str(tmp_path), "--language",
+                               "zh", "--out-dir", str(tmp_path)])
+    assert crag.exit_code == 2 and "as it is" not in crag.output  # past that check: the empty folder is refused
+    assert "manifest" in crag.output.lower() or "derive" in crag.output.lower(), crag.output
+
+
 def test_ask_answers_as_the_program_the_artifact_was_compiled_for(workspace, tmp_path):  # noqa: F811
     compiled, _ = compile_iterative(tmp_path / "artifacts")
     workspace.script.update(SCRIPT)

@@ -101,3 +101,23 @@ def test_recorded_rows_refit_without_an_lm_call():
     rows = [row(True, {"9": 1.0}), row(True, {"8": 1.0}), row(False, {"2": 1.0}), row(False, {"3": 1.0})]
     fitted, report, usage = calibrate_crag(program, examples(), None, recorded=rows)
     assert engine.calls == [] and usage.lm_calls == 0 and (fitted.upper, fitted.lower) == (5.5, 5.5)
+
+
+def test_a_fit_for_chinese_questions_goes_into_their_own_set_and_starts_from_it():
+    program, _ = crag()
+    program.compiled_thresholds = Thresholds(crag=CragThresholds(upper=6.2, lower=3.0), crag_by_language={
+        "zh": CragThresholds(upper=6.9, lower=6.5)})
+    chinese = [dspy.Example(**{**ex.toDict(), "question": f"Zephyr 大桥{i}是哪一年通车的？"}) for i, ex in enumerate(examples())]
+    fitted, report, _ = calibrate_crag(program, chinese, None, language="zh")
+    assert report["language"] == "zh" and report["start"] == CragThresholds(upper=6.9, lower=6.5).model_dump()
+    assert program.compiled_thresholds.crag_by_language == {"zh": fitted}
+    assert program.compiled_thresholds.crag == CragThresholds(upper=6.2, lower=3.0)  # the any-language set kept
+    assert {r["language"] for r in report["rows"]} == {"zh"}  # each row in its question's language
+
+
+def test_an_english_fit_is_the_set_for_any_language():
+    program, _ = crag()
+    fitted, report, _ = calibrate_crag(program, examples(), None, language="en")
+    assert report["language"] is None and program.compiled_thresholds.crag == fitted
+    assert program.compiled_thresholds.crag_by_language == {}
+    assert {r["language"] for r in report["rows"]} == {"en"}

@@ -9,7 +9,7 @@ from programs.crag import CorrectiveRAG, select_strips, split_strips
 from programs.routing import crag_action, crag_usable, route_after_refinement, route_after_web_round
 from programs.passages import ABSTAIN_ANSWER
 from programs.settings import ProgramSettings
-from programs.thresholds import PAPER_CRAG, CragThresholds, Thresholds
+from programs.thresholds import CRAG_DEFAULTS_BY_LANGUAGE, PAPER_CRAG, CragThresholds, Thresholds
 from programs.types import RAGResult, WebSearchError
 from tests.fakes import FakeWeb, ListRetriever, passage, scripted_lm
 
@@ -525,6 +525,69 @@ def test_crag_thresholds_survive_an_artifact_round_trip(tmp_path):
     path = save_artifact(program, tmp_path / "crag.json")
     loaded = load_state_into(CorrectiveRAG(ListRetriever(KB), config=ProgramSettings()), path, strict=True)
     assert loaded.crag_thresholds == CragThresholds(score="expected", upper=6.2, lower=3.0)
+
+
+def bilingual_crag(**cfg):
+    """A CRAG artifact with a set for any language and one for Chinese questions."""
+    program = compiled_crag(**cfg)
+    program.compiled_thresholds = program.compiled_thresholds.model_copy(
+        update={"crag_by_language": {"zh": CragThresholds(score="expected", upper=6.6, lower=6.1)}})
+    return program
+
+
+def test_a_set_fitted_for_a_language_holds_for_its_questions_only():
+    program = bilingual_crag()
+    assert program.crag_thresholds_for("zh") == CragThresholds(score="expected", upper=6.6, lower=6.1)
+    assert program.crag_thresholds_for("en") == program.crag_thresholds_for(None) == CragThresholds(
+        score="expected", upper=6.2, lower=3.0)
+    assert program.crag_thresholds == CragThresholds(score="expected", upper=6.2, lower=3.0)  # outside a question
+    assert bilingual_crag(crag_upper=8).crag_thresholds_for("zh") == CragThresholds(score="expected", upper=8,
+                                                                                    lower=6.1)
+
+
+def test_a_chinese_question_routes_on_the_chinese_set():
+    probs = {"evaluate_retrieval": lambda inp: {"score": {3: 0.3, 9: 0.6, 2: 0.1} if "Zephyr" in inp["passage"]
+                                                else {1: 0.8, 0: 0.2}}}
+    lm, _ = scripted_lm(BASE, probs=probs)
+    program = bilingual_crag(k=3, max_web_rounds=0)
+    program.generator_lm = program.critic_lm = lm
+    program.adapter = dspy.JSONAdapter()
+    # E[p1] = 6.5: "correct" at the any-language upper 6.2, "ambiguous" at the Chinese 6.6 (lower 6.1)
+    for question, upper, action in (("Zephyr 大桥是哪一年通车的？", "6.6", "ambiguous"), (QUESTION, "6.2", "correct")):
+        route = steps(program(question=question).result, "route")[0]
+        assert (route.inputs["upper"], route.output) == (upper, action)
+    assert program.crag_thresholds.upper == 6.2  # the question's language does not leak out of forward
+
+
+def test_a_setting_against_a_languages_set_is_refused_naming_both():
+    program = bilingual_crag(crag_upper=6.0)  # below the Chinese lower 6.1, above the any-language 3.0
+    assert program.crag_thresholds.upper == 6.0
+    with pytest.raises(ValueError, match=r"crag_lower \(6.1\) must not exceed program.crag_upper \(6\)"):
+        program.check_crag_settings()
+    compiled_crag(crag_upper=6.0).check_crag_settings()  # no Chinese set: nothing against it
+
+
+def test_chinese_questions_take_their_own_defaults_unless_an_artifact_holds_a_set():
+    bare = CorrectiveRAG(ListRetriever(KB), config=ProgramSettings())
+    assert bare.crag_thresholds_for("zh") == CRAG_DEFAULTS_BY_LANGUAGE["zh"] != bare.crag_thresholds
+    assert bare.crag_thresholds_for("en") == CragThresholds()
+    # an artifact's set for any language (fitted on the user's own questions) wins over the built-in Chinese one
+    assert compiled_crag().crag_thresholds_for("zh") == CragThresholds(score="expected", upper=6.2, lower=3.0)
+    argmax = CorrectiveRAG(ListRetriever(KB), config=ProgramSettings(crag_score="argmax"))
+    assert argmax.crag_thresholds_for("zh") == PAPER_CRAG  # the defaults are fitted on the expectation
+    # a setting against the Chinese default only is refused too, naming the language
+    zh_lower = CRAG_DEFAULTS_BY_LANGUAGE["zh"].lower
+    between = CorrectiveRAG(ListRetriever(KB), config=ProgramSettings(crag_upper=zh_lower - 0.01))
+    with pytest.raises(ValueError, match="for zh questions"):
+        between.check_crag_settings()
+
+
+def test_per_language_sets_survive_an_artifact_round_trip_and_are_omitted_when_empty(tmp_path):
+    path = save_artifact(bilingual_crag(), tmp_path / "crag.json")
+    loaded = load_state_into(CorrectiveRAG(ListRetriever(KB), config=ProgramSettings()), path, strict=True)
+    assert loaded.crag_thresholds_for("zh") == CragThresholds(score="expected", upper=6.6, lower=6.1)
+    assert "crag_by_language" not in Thresholds().model_dump()
+    assert "crag_by_language" not in compiled_crag().compiled_thresholds.model_dump()
 
 
 def test_an_unknown_crag_score_is_refused():
