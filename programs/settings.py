@@ -75,8 +75,9 @@ class ProgramSettings(BaseModel):
     # 0.48-0.86 on the relevance splits) but lives in a narrow band (~4-7.5), so its thresholds are fitted.
     # None = the compiled artifact's (`selfrag compile --program crag --calibrate`), else
     # programs.thresholds.CragThresholds' defaults: the expectation at 6.64 / 5.84, fitted on 160 labelled
-    # passages (bench/bench_crag_evaluator.py, README "Corrective retrieval"); "argmax" alone takes the
-    # paper's 7 / 4 (programs.thresholds.crag_thresholds).
+    # passages, and 6.72 / 5.93 for Chinese questions (programs.thresholds.CRAG_DEFAULTS_BY_LANGUAGE;
+    # bench/bench_crag_evaluator.py, README "Corrective retrieval"); "argmax" alone takes the paper's 7 / 4
+    # (programs.thresholds.crag_thresholds). A value set here holds for questions in every language.
     crag_score: Literal["argmax", "expected"] | None = None
     crag_upper: float | None = Field(None, ge=0, le=10)
     crag_lower: float | None = Field(None, ge=0, le=10)
