@@ -223,7 +223,7 @@ class Runtime:
         web = s.web.model_dump(include={"backend", "max_results"} | ({"offline_collection"}
                                                                      if s.web.backend == "offline" else set()))
         shaping = {"program": s.program, "lm": s.lm.model_dump(exclude={"threads", "timeout", "model_cache"}),
-                   "retrieval": s.retrieval, "web": web}
+                   "retrieval": s.retrieval, "web": web, "code": built_in_defaults()}
         artifact = fingerprint(self.artifact.read_bytes().hex()) if self.artifact is not None else ""
         version = self.kb.fingerprint()
         if s.retrieval.index != "none":  # an index rebuilt over the same chunks changes the answers too
@@ -233,6 +233,16 @@ class Runtime:
         if others := other_collections_read(s, self.kb):
             version += "|" + fingerprint(others)  # hashed: descriptions are stored in no cache column
         return self._answer_cache, CacheKey(question, version, artifact, fingerprint(shaping))
+
+
+def built_in_defaults() -> dict[str, Any]:
+    """What answers depend on besides the settings, the artifact and the collections: the package version and
+    the decision thresholds built into the code (an upgrade that moves them must not serve cached answers)."""
+    from programs.thresholds import CRAG_DEFAULTS_BY_LANGUAGE, CragThresholds, Thresholds
+    from selfrag import __version__
+
+    return {"version": __version__, "thresholds": Thresholds().model_dump(), "crag": CragThresholds().model_dump(),
+            "crag_by_language": {k: v.model_dump() for k, v in CRAG_DEFAULTS_BY_LANGUAGE.items()}}
 
 
 def other_collections_read(settings: Settings, kb: KnowledgeBase) -> list[list[str]]:

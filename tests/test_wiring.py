@@ -181,6 +181,21 @@ def test_a_repeated_question_is_answered_from_the_cache(tmp_path):
     off = runtime(settings.model_copy(update={"cache": CacheSettings(answers=False)}))
     off.answer("What is the range of the Heron?")
     assert len(engine.calls) > calls
+    calls = len(engine.calls)
+    rt.answer("What is the range of the Heron?")
+    assert len(engine.calls) == calls  # cached again
+    import programs.thresholds
+
+    moved = {"zh": programs.thresholds.CragThresholds(upper=7.0, lower=6.0)}
+    with pytest.MonkeyPatch.context() as mp:  # an upgrade moving a built-in default: the cached answer is not served
+        mp.setattr(programs.thresholds, "CRAG_DEFAULTS_BY_LANGUAGE", moved)
+        rt.answer("What is the range of the Heron?")
+    assert len(engine.calls) > calls
+    calls = len(engine.calls)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("selfrag.__version__", "99.0")
+        rt.answer("What is the range of the Heron?")
+    assert len(engine.calls) > calls
 
 
 def test_retrieval_index_in_the_settings_selects_the_index_retriever(settings):
