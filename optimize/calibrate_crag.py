@@ -126,8 +126,8 @@ def calibrate_crag(program: Any, examples: Sequence[Any], out_dir: Path | None =
     """Fit the evaluator's thresholds on ``examples`` (or on ``recorded`` rows, no LM call) for the score the
     program routes on, set them on ``program.compiled_thresholds`` — ``crag`` for English or no ``language``,
     ``crag_by_language[language]`` for another — and return them with the stage's report and what the calls
-    cost. The thresholds the program started with (for that language) stay when the rows cannot decide (fewer
-    than 4 scored passages or one class only: ``kept_default`` says so)."""
+    cost. When the rows cannot decide (fewer than 4 scored passages or one class only: ``kept_default`` says
+    so) nothing is set and the thresholds the program started with (for that language) are returned."""
     key = crag_language_key(language)
     start = program.crag_thresholds_for(key)
     rows, usage = (list(recorded), Usage()) if recorded is not None else record_rows(program, examples)
@@ -155,6 +155,8 @@ def calibrate_crag(program: Any, examples: Sequence[Any], out_dir: Path | None =
                 [v / 10 for v in expected], gold, out_dir / "reliability-crag.png",
                 title="CRAG evaluator: E[score]/10 vs relevant"))
     report["rows"] = rows
+    if "kept_default" in report:  # nothing fitted: the artifact keeps what it had (no set frozen from the start)
+        return fitted, report, usage
     base = getattr(program, "compiled_thresholds", None) or Thresholds()
     update = ({"crag": fitted} if key is None else {"crag_by_language": {**base.crag_by_language, key: fitted}})
     program.compiled_thresholds = base.model_copy(update=update)

@@ -17,7 +17,8 @@ the program settings it was compiled with (the retrieval strategies decide which
 
 CRAG has a calibrate stage of its own (``selfrag compile --program crag --calibrate``, with or without
 ``--e2e``): its evaluator's thresholds fitted on labelled passages of the ``relevance`` split
-(:mod:`optimize.calibrate_crag`), saved in the artifact's ``thresholds.crag`` and reported in the manifest's
+(:mod:`optimize.calibrate_crag`), saved in the artifact's ``thresholds.crag`` (``--language zh``:
+``thresholds.crag_by_language["zh"]``, for Chinese questions only) and reported in the manifest's
 ``calibration`` as SelfRAG's are. Calibrating alone fills no collection: nothing is retrieved.
 """
 
@@ -46,6 +47,7 @@ from optimize.stages import E2E_COLLECTION, compile_e2e, e2e_knowledge_base
 from optimize.usage import UsageMeter
 from programs.artifacts import load_state_into, read_artifact
 from programs.registry import ProgramSpec
+from programs.thresholds import Thresholds
 
 
 def compile_strategy_program(settings: Any, program_name: str, *, lms: tuple, splits_dir: Path | str,
@@ -109,6 +111,10 @@ def compile_strategy_program(settings: Any, program_name: str, *, lms: tuple, sp
         raise CompileError(f"--program {program_name}: program settings: {exc}") from None
     if start_from is not None:
         load_state_into(program, Path(start_from))
+        try:  # CRAG: a threshold set in the settings against one of the started-from artifact's sets
+            getattr(program, "check_crag_settings", lambda: None)()
+        except ValueError as exc:
+            raise CompileError(f"--from {start_from}: program settings: {exc}") from None
 
     meter, start = UsageMeter(), time.perf_counter()
     stages, params = [], {}
@@ -124,12 +130,14 @@ def compile_strategy_program(settings: Any, program_name: str, *, lms: tuple, sp
     if calibrate_sizes is not None:
         reporter.stage("calibrate crag")
         examples = seeded_sample("relevance", calibrate_split, calibrate_sizes.get("crag"), loader, seed)
+        check_fit_language(examples, language)
         with dspy.context(callbacks=[*dspy.settings.get("callbacks", []), meter]):  # the manifest's cost counts it
             fitted, crag_report, usage = calibrate_crag(
                 program, examples, Path(out_dir) / f"{name}.calibration", crag_max_trusted, crag_max_dropped,
                 language=language)
         crag_report.update(split=calibrate_split, cost=usage.model_dump())
-        calibration = {"split": calibrate_split, "thresholds": program.compiled_thresholds.model_dump(),
+        thresholds = program.compiled_thresholds or Thresholds()  # None: nothing fitted, no artifact started from
+        calibration = {"split": calibrate_split, "thresholds": thresholds.model_dump(),
                        "stages": {"crag": crag_report}, "cost": usage.model_dump()}
     manifest = build_manifest(program, settings, optimizer=optimizer, budget=budget, params=params, stages=stages,
                               meter=meter, seconds=round(time.perf_counter() - start, 2), generator=generator,
@@ -148,3 +156,19 @@ def compile_strategy_program(settings: Any, program_name: str, *, lms: tuple, sp
     if data_manifest is not None:
         manifest["data"] = data_entry(data_dir, data_manifest)
     return write_result(program, manifest, Path(out_dir), name, stages)
+
+
+def check_fit_language(examples: list, language: str) -> None:
+    """CompileError (before any LM call) when a fit for ``language``'s questions only (not English, which fits
+    the set for any language) would be made on passages whose questions are mostly in another language — e.g.
+    ``--language zh`` over an English ``--data`` folder."""
+    from optimize import metrics as M
+    from programs.language import question_language
+
+    if language == "en" or not examples:
+        return
+    other = sum(question_language(str(M.field_value(ex, "question"))) != language for ex in examples)
+    if other * 2 > len(examples):
+        raise CompileError(f"--language {language}: {other} of the {len(examples)} sampled passages' questions are "
+                           f"not in {language}; a set for {language} questions must be fitted on them (drop "
+                           "--language to fit the set for any language)")

@@ -118,6 +118,15 @@ class RAGModule(dspy.Module):
             setattr(self, name, dspy.Predict(signature))
         self.compiled_thresholds: Thresholds | None = None  # set when a compiled artifact is loaded
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """dspy.Module's call; the question's language (set by :meth:`_question`) holds for this call only, so
+        thresholds read after it — or by the next question in this thread — are not the last question's."""
+        token = _QUESTION_LANGUAGE.set(None)
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            _QUESTION_LANGUAGE.reset(token)
+
     @property
     def thresholds(self) -> Thresholds:
         """The decision thresholds in force: each set in the settings wins, else the compiled

@@ -126,7 +126,8 @@ class Thresholds(BaseModel):
                                           "stated and verified thresholds, in force over a retriever with that "
                                           "embedder (not similarity_embedder), for questions in that language")
     crag: CragThresholds | None = Field(None, description="CorrectiveRAG's evaluator thresholds fitted by its "
-                                                          "calibrate stage (None = CragThresholds' defaults)")
+                                                          "calibrate stage, for questions in any language (None = "
+                                                          "the built-in defaults: default_crag)")
     crag_by_language: dict[str, CragThresholds] = Field(
         default_factory=dict, description="question language (zh) -> CorrectiveRAG's evaluator thresholds fitted on "
                                           "questions in it, in force for those questions instead of crag")

@@ -137,8 +137,9 @@ def compile_cmd(
         fail(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}", 2)
     if language not in ("en", "zh"):
         fail(f"--language must be en or zh, got {language!r}", 2)
-    if data is not None and language != "en" and program != "crag":
-        fail("--language applies to the bundled splits; a --data folder is compiled as it is", 2)
+    if data is not None and language != "en" and not (program == "crag" and calibrate):
+        fail("--language applies to the bundled splits; a --data folder is compiled as it is (except by "
+             "--program crag --calibrate, where it names the questions the thresholds are for)", 2)
     if parallel < 1:
         fail(f"--parallel must be >= 1, got {parallel}", 2)
     if cal_split not in ("train", "dev"):

@@ -107,6 +107,9 @@ def test_a_data_folder_with_a_language_is_refused_except_for_crag(tmp_path, monk
     crag = runner.invoke(app, ["compile", "--program", "crag", "--calibrate", "--data", str(tmp_path), "--language",
                                "zh", "--out-dir", str(tmp_path)])
     assert crag.exit_code == 2 and "as it is" not in crag.output  # past that check: the empty folder is refused
+    e2e = runner.invoke(app, ["compile", "--program", "crag", "--e2e", "--data", str(tmp_path), "--language", "zh",
+                              "--out-dir", str(tmp_path)])
+    assert e2e.exit_code == 2 and "a --data folder is compiled as it is" in " ".join(e2e.output.split())
     assert "manifest" in crag.output.lower() or "derive" in crag.output.lower(), crag.output
 
 

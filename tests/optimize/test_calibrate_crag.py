@@ -85,6 +85,10 @@ def test_too_few_or_one_class_keeps_the_thresholds_it_started_with():
     program, _ = crag()
     fitted, report, _ = calibrate_crag(program, [ex for ex in examples() if ex.relevance == "relevant"], None)
     assert fitted == CragThresholds() and "kept_default" in report
+    assert program.compiled_thresholds is None  # nothing fitted: no set frozen into the artifact
+    program.compiled_thresholds = Thresholds(answer=0.7)
+    calibrate_crag(program, [ex for ex in examples() if ex.relevance == "relevant"], None, language="zh")
+    assert program.compiled_thresholds == Thresholds(answer=0.7)
 
 
 def test_failed_calls_are_rows_without_probabilities_not_crashes():

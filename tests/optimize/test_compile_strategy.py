@@ -169,3 +169,30 @@ def test_crag_requests_that_are_refused(request_, message):
     with pytest.raises(CompileError, match=message):
         check_request(program="crag", **request_)
     check_request(program="crag", judgements="none", calibrate=True)  # calibrate alone is a request
+
+
+def test_a_fit_for_chinese_questions_on_english_ones_is_refused_before_any_call():
+    from optimize.compile_strategy import check_fit_language
+
+    english = relevance_loader("relevance", "dev")
+    with pytest.raises(CompileError, match=r"--language zh: 8 of the 8 sampled passages' questions are not in zh"):
+        check_fit_language(english, "zh")
+    check_fit_language(english, "en")  # English fits the set for any language: any questions
+    check_fit_language([ex.copy(question=f"Heron {i} 型的续航是多少？") for i, ex in enumerate(english)], "zh")
+
+
+def test_a_setting_against_the_started_from_artifacts_chinese_set_is_a_compile_error(tmp_path):
+    from programs.artifacts import save_artifact
+    from programs.crag import CorrectiveRAG
+    from programs.settings import ProgramSettings
+    from programs.thresholds import CragThresholds, Thresholds
+
+    program = CorrectiveRAG(ListRetriever([]), config=ProgramSettings())
+    program.compiled_thresholds = Thresholds(crag_by_language={"zh": CragThresholds(upper=5.0, lower=4.0)})
+    artifact = save_artifact(program, tmp_path / "start.json")
+    settings = Settings().model_copy(update={"program": ProgramSettings(crag_lower=5.5)})
+    with pytest.raises(CompileError, match=r"--from .*start.json: program settings: .*crag_lower \(5.5\).*zh questions"):
+        compile_strategy_program(
+            settings, "crag", lms=(None, None, dspy.JSONAdapter()), splits_dir=paths.splits_dir(), out_dir=tmp_path,
+            knowledge_base=lambda name: pytest.fail("no collection"), name="c", loader=relevance_loader, e2e=False,
+            calibrate_sizes={"crag": 6}, start_from=artifact)

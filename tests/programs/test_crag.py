@@ -553,10 +553,10 @@ def test_a_chinese_question_routes_on_the_chinese_set():
     program.generator_lm = program.critic_lm = lm
     program.adapter = dspy.JSONAdapter()
     # E[p1] = 6.5: "correct" at the any-language upper 6.2, "ambiguous" at the Chinese 6.6 (lower 6.1)
-    for question, upper, action in (("Zephyr 大桥是哪一年通车的？", "6.6", "ambiguous"), (QUESTION, "6.2", "correct")):
+    for question, upper, action in ((QUESTION, "6.2", "correct"), ("Zephyr 大桥是哪一年通车的？", "6.6", "ambiguous")):
         route = steps(program(question=question).result, "route")[0]
         assert (route.inputs["upper"], route.output) == (upper, action)
-    assert program.crag_thresholds.upper == 6.2  # the question's language does not leak out of forward
+    assert program.crag_thresholds.upper == 6.2  # the (last, Chinese) question's language does not leak out
 
 
 def test_a_setting_against_a_languages_set_is_refused_naming_both():

@@ -177,7 +177,8 @@ def test_a_set_for_a_language_holds_only_for_questions_in_that_language():
     program, engine = make(lambda q: 0.7, th=th, embedder_name="emb-b")
     assert not program(question=QUESTION).result.abstained  # an English question: no set for it, gate off
     result = program(question="齐夫桥是哪一年开通的？").result
-    assert result.abstain_reason == "low_similarity" and program.thresholds.similarity == 0.8
+    assert result.abstain_reason == "low_similarity" and thresholds_for(th, "emb-b", "zh").similarity == 0.8
+    assert program.thresholds is th  # after the call, the Chinese question's language no longer holds
     assert thresholds_for(th, "emb-b", "en") is th and thresholds_for(th, "emb-b", None) is th
     both = Thresholds(similarity=0.5, similarity_embedder="emb-a",
                       by_embedder={"emb-b@zh": {"similarity": 0.8}, "emb-b": {"similarity": 0.6}})
