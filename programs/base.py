@@ -134,7 +134,7 @@ class RAGModule(dspy.Module):
         being answered: :func:`thresholds_for`), else
         :class:`Thresholds`' defaults."""
         base = thresholds_for(self.compiled_thresholds or Thresholds(), retriever_embedder(self.retriever),
-                              _QUESTION_LANGUAGE.get())
+                              current_question_language())
         cfg = self.config
         overrides = {name: value for name, value in (("retrieve", cfg.retrieve_threshold),
                                                      ("relevance", cfg.relevance_threshold),

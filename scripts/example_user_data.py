@@ -27,7 +27,8 @@ from optimize.records_zh import held_out, qa_zh_records
 from optimize.sources import read_clapnq, read_cmrc, stable_hash, stable_sample
 from selfrag.paths import datasets_dir
 
-LANGUAGES = {"en": "clapnq", "zh": "cmrc2018"}  # the dataset folder each language's example is made from
+# the dataset each language's example is made from: its folder and its name
+LANGUAGES = {"en": ("clapnq", "ClapNQ"), "zh": ("cmrc2018", "CMRC 2018")}
 
 
 def page_name(title: str) -> str:
@@ -103,9 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="en: ClapNQ (default); zh: CMRC 2018")
     args = parser.parse_args(argv)
     datasets = args.datasets or datasets_dir()
-    folder = LANGUAGES[args.language]
+    folder, name = LANGUAGES[args.language]
     if not (datasets / folder).is_dir():
-        name = "ClapNQ" if args.language == "en" else "CMRC 2018"
         print(f"error: no {name} data under {datasets} (pass --datasets or set SELFRAG_DATASETS)", file=sys.stderr)
         return 2
     counts = (build if args.language == "en" else build_zh)(datasets, args.out, args.limit)
